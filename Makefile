@@ -1,0 +1,39 @@
+# xlp developer entry points. `make setup` once, then `make demo` / `make test`.
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PIP     = $(PY) -m pip
+# The CPU wheel of torch 2.13.0 lies here on our machines; elsewhere pip uses the registry.
+WHEELS ?= /opt/wheels
+FIND_LINKS = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
+XLP_DATA_DIR ?= $(abspath ../shared/data)
+export XLP_DATA_DIR
+
+.PHONY: setup demo test test-fast bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# fastBPE 0.1.0 needs Cython and a recent setuptools in the *same* env, without build isolation.
+	$(PIP) install -q cython "setuptools>=70.1" wheel
+	$(PIP) install -q --no-build-isolation fastBPE==0.1.0
+	$(PIP) install -q $(FIND_LINKS) torch==2.13.0
+	$(PIP) install -q $(FIND_LINKS) -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/xlp run pipelines/demo.toml
+
+test: setup
+	$(PY) -m pytest -q tests
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not integration" tests
+
+bench: setup
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

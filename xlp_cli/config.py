@@ -1,0 +1,174 @@
+"""Typed stage configs, filled from CLI flags, a `--config FILE` TOML, or a recipe table.
+
+One dataclass per stage. Field `foo_bar` is the flag `--foo-bar` and the TOML/recipe key `foo-bar`
+(`foo_bar` is accepted too). Flags override the TOML file; the dataclass holds the defaults.
+Describe a field with `opt(...)` so its help text reaches `--help`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from xlp_cli.errors import BadInput
+
+T = TypeVar("T")
+
+
+def opt(default: Any = dataclasses.MISSING, help: str = "", *, argument: bool = False, short: str | None = None,
+        factory: Any = None, choices: tuple[str, ...] | None = None) -> Any:
+    """A config field with help text. `argument=True` makes it positional; `choices` are checked on load."""
+    meta = {"help": help, "argument": argument, "short": short, "choices": choices}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def flag_name(field_name: str) -> str:
+    return field_name.replace("_", "-")
+
+
+def _base_type(tp: Any) -> tuple[Any, bool]:
+    """(inner type, optional?) for X | None."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
+    base, optional = _base_type(tp)
+    if value is None:
+        if optional:
+            return None
+        raise BadInput(f"'{flag_name(name)}' must not be empty", path=where)
+    origin = typing.get_origin(base)
+    try:
+        if origin in (list, tuple):
+            (item_tp, *_) = typing.get_args(base) or (str,)
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            elif not isinstance(value, (list, tuple)):
+                value = [value]
+            items = []
+            for v in value:
+                # a repeated flag may itself carry a comma list: --lang en,fr --lang de
+                if isinstance(v, str) and item_tp is not str and "," in v:
+                    items.extend(_coerce(name, p, item_tp, where) for p in v.split(",") if p.strip())
+                elif isinstance(v, str) and item_tp is str and "," in v:
+                    items.extend(p.strip() for p in v.split(",") if p.strip())
+                else:
+                    items.append(_coerce(name, v, item_tp, where))
+            return list(items)
+        if base is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+                return True
+            if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(f"expected true or false, got {value!r}")
+        if base is int:
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(f"expected an integer, got {value}")
+            return int(value)
+        if base is float:
+            return float(value)
+        if base is Path:
+            return Path(str(value)).expanduser()
+        if base is str:
+            return str(value)
+        if base is dict or typing.get_origin(base) is dict:
+            if not isinstance(value, dict):
+                raise ValueError("expected a table")
+            return dict(value)
+        return value
+    except (TypeError, ValueError) as e:
+        raise BadInput(f"bad value for '{flag_name(name)}': {e}", path=where) from None
+
+
+def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config") -> T:
+    """Build `cls` from a dict whose keys are flag names (dashes) or field names. Unknown keys are an error."""
+    hints = field_types(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            valid = ", ".join(sorted(flag_name(n) for n in fields))
+            raise BadInput(f"unknown key '{key}'; valid keys: {valid}", path=where)
+        v = _coerce(name, value, hints[name], where)
+        choices = fields[name].metadata.get("choices")
+        if choices and v is not None:
+            for item in (v if isinstance(v, list) else [v]):
+                if item not in choices:
+                    raise BadInput(f"bad value for '{flag_name(name)}': {item!r} (choose from {', '.join(choices)})", path=where)
+        kwargs[name] = v
+    try:
+        cfg = cls(**kwargs)
+    except TypeError as e:
+        raise BadInput(f"incomplete config: {e}", path=where) from None
+    validate = getattr(cfg, "validate", None)
+    if callable(validate):
+        validate()
+    return cfg
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput("no such config file", path=path)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"invalid TOML ({e})", path=path) from None
+    except UnicodeDecodeError as e:
+        raise BadInput(f"config is not UTF-8 ({e})", path=path) from None
+
+
+def build(cls: type[T], config_file: str | Path | None, overrides: dict[str, Any]) -> T:
+    """TOML file values, then flag overrides (None means 'not given')."""
+    values: dict[str, Any] = {}
+    where = "command line"
+    if config_file is not None:
+        values.update(load_toml(config_file))
+        where = str(config_file)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return from_dict(cls, values, where=where)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """The config as JSON-able dict with flag-name keys (what the manifest records)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, Path):
+            v = str(v)
+        elif isinstance(v, list):
+            v = [str(x) if isinstance(x, Path) else x for x in v]
+        out[flag_name(f.name)] = v
+    return out
+
+
+def parse_langs(value: list[str] | str | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    out: list[str] = []
+    for v in value:
+        out.extend(x.strip() for x in str(v).split(",") if x.strip())
+    return out

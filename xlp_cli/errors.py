@@ -1,0 +1,42 @@
+"""The two kinds of failure every stage reports, and how they map to exit codes.
+
+Stages raise these; `cli.py` turns them into one line on stderr and an exit code:
+2 for bad input or usage (the user can fix it), 1 for a failure of the work itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class XlpError(Exception):
+    """Base class. `str(err)` is the one-line message shown to the user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, path: str | Path | None = None, position: str | int | None = None):
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.position = position
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path
+            if self.position is not None:
+                where += f":{self.position}"
+            where += ": "
+        return (where + self.message).replace("\n", " ")
+
+
+class BadInput(XlpError):
+    """The input (a file, a flag, a config, a recipe) is wrong. Exit code 2."""
+
+    exit_code = 2
+
+
+class WorkFailed(XlpError):
+    """The input was fine but the work could not be done. Exit code 1."""
+
+    exit_code = 1

@@ -1,0 +1,1 @@
+"""`xlp prepare`: raw sources -> cleaned, normalized, tokenized, split Parquet shards."""

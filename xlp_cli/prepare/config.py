@@ -1,0 +1,60 @@
+"""PrepareConfig: every `xlp prepare` flag, which is also a `--config`/recipe key of the same name."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+
+SOURCES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
+LOWERCASE_MODES = ("xlm", "safe", "none")
+
+
+@dataclasses.dataclass
+class PrepareConfig:
+    inputs: list[str] = opt(factory=list, help="Input files, folders or globs (not needed for gettext, which scans the system).", argument=True)
+    source: str = opt("text", "Source format.", choices=SOURCES)
+    out: Path = opt(Path("out/prepare"), "Output folder.")
+    lang: list[str] = opt(factory=list, help="Languages to keep, comma list (empty: all the source has; required for --source text).")
+    download: bool = opt(False, "Fetch the inputs for --lang from their public URLs (wikipedia; opus where practical).")
+    mirror: str = opt("", "Base URL to download from (default: the source's public site).")
+    dump_date: str = opt("latest", "Wikipedia dump date (YYYYMMDD or latest).")
+    opus_corpus: str = opt("", "OPUS corpus name for --download with --source opus (e.g. GlobalVoices).")
+    workers: int = opt(1, "Worker processes for cleaning/normalizing/tokenizing.")
+    on_error: str = opt("raise", "What a bad record does: raise (stop with an error) or skip (count it in the manifest).", choices=("raise", "skip"))
+    clean: bool = opt(True, "Remove non-printing characters.")
+    normalize: bool = opt(True, "Moses punctuation normalization (per language).")
+    tokenize: str = opt("moses", "Tokenizer: moses (jieba for zh, pythainlp for th) or none.", choices=("moses", "none"))
+    lowercase: str = opt("safe", "Lowercase and strip accents: xlm (byte-compatible with XLM), safe (keeps Thai/Devanagari/Arabic intact) or none.", choices=LOWERCASE_MODES)
+    min_tokens: int = opt(1, "Drop records with fewer tokens.")
+    max_tokens: int = opt(512, "Drop records with more tokens (0: no limit).")
+    dedup: bool = opt(True, "Drop exact duplicates (per language / pair).")
+    valid_fraction: float = opt(0.01, "Share of records (by content hash) in the valid split.")
+    test_fraction: float = opt(0.01, "Share of records (by content hash) in the test split.")
+    max_valid: int = opt(5000, "Cap on valid records per language (0: no cap), as XLM's 5000.")
+    max_test: int = opt(5000, "Cap on test records per language (0: no cap).")
+    max_records: int = opt(0, "Keep at most this many records per language/pair (0: all).")
+    mono_from_parallel: bool = opt(False, "Also write each side of parallel data as monolingual records.")
+    lid_threshold: float = opt(0.5, "Language-ID confidence needed to keep a CommonCrawl document.")
+    shard_size: int = opt(100_000, "Records per Parquet shard.")
+    bpe_codes: int = opt(0, "Also learn this many BPE merges on the train split and apply them (0: no BPE).")
+    bpe_from: Path | None = opt(None, "Apply an existing BPE (a codes file, or an `xlp bpe learn` folder) instead of learning one.")
+    force: bool = opt(False, "Overwrite an output folder written with a different config.")
+
+    def validate(self) -> None:
+        if self.workers < 1:
+            raise BadInput("--workers must be at least 1")
+        for name in ("valid_fraction", "test_fraction"):
+            v = getattr(self, name)
+            if not 0.0 <= v < 1.0:
+                raise BadInput(f"--{name.replace('_', '-')} must be in [0, 1), got {v}")
+        if self.valid_fraction + self.test_fraction >= 1.0:
+            raise BadInput("--valid-fraction plus --test-fraction must be below 1")
+        if self.source == "text" and not self.lang:
+            raise BadInput("--source text needs --lang (the language of the input lines)")
+        if self.source != "gettext" and not self.inputs and not self.download:
+            raise BadInput(f"--source {self.source} needs input paths (or --download)")
+        if self.bpe_codes and self.bpe_from:
+            raise BadInput("give --bpe-codes (learn) or --bpe-from (reuse), not both")

@@ -1,0 +1,83 @@
+"""What sources yield and how they report problems. The one interface between sources and the pipeline.
+
+A source is a function `read(inputs, opts, errors) -> Iterator[Mono | Pair]` registered in
+`xlp_cli.prepare.sources.SOURCES`. It streams (constant memory), yields raw (unprocessed) text, and
+reports record-level problems through `ErrorPolicy`, which either raises (default) or counts a skip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Iterator, Protocol, Union
+
+from xlp_cli.errors import BadInput
+
+
+@dataclasses.dataclass(slots=True)
+class Mono:
+    """One monolingual record: a sentence, a paragraph or a document line."""
+
+    lang: str
+    text: str
+    source: str  # source kind: wikipedia, commoncrawl, opus, text, gettext
+    origin: str  # where it came from, for ids and error messages: "file:line" or "file#title"
+
+
+@dataclasses.dataclass(slots=True)
+class Pair:
+    """One parallel record (lang1 < lang2 is not required; the pipeline orders the pair folder name)."""
+
+    lang1: str
+    lang2: str
+    text1: str
+    text2: str
+    source: str
+    origin: str
+
+
+Record = Union[Mono, Pair]
+
+
+@dataclasses.dataclass
+class SourceOptions:
+    """What a source needs from the prepare config."""
+
+    langs: list[str]  # requested languages ([] = all the source has)
+    lid_threshold: float = 0.5  # commoncrawl language-ID confidence
+    mono_from_parallel: bool = False  # also yield each side of parallel data as Mono (gettext, opus)
+    max_records: int = 0  # per language (0 = no limit); sources may stop early
+
+
+class ErrorPolicy:
+    """`raise`: the first bad record aborts with a one-line error. `skip`: count it and go on."""
+
+    def __init__(self, mode: str = "raise"):
+        if mode not in ("raise", "skip"):
+            raise BadInput(f"--on-error must be 'raise' or 'skip', not {mode!r}")
+        self.mode = mode
+        self.skipped: Counter[str] = Counter()
+        self.examples: list[str] = []
+        self.warnings: list[str] = []
+
+    def bad(self, message: str, *, path: str | Path | None = None, position: str | int | None = None,
+            fatal: bool = False) -> None:
+        """A record-level problem. Raises BadInput unless mode is skip (and the problem is not fatal)."""
+        err = BadInput(message, path=path, position=position)
+        if self.mode == "raise" or fatal:
+            raise err
+        self.skipped[message.split(":")[0][:80]] += 1
+        if len(self.examples) < 20:
+            self.examples.append(err.one_line())
+
+    def warn(self, message: str) -> None:
+        """Something the manifest must record (e.g. a truncated dump whose complete pages were kept)."""
+        from xlp_cli import ui
+
+        self.warnings.append(message)
+        ui.warn(message)
+
+
+class Source(Protocol):
+    def __call__(self, inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Record]: ...
