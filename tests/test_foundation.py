@@ -1,0 +1,128 @@
+"""The shared machinery every stage relies on: config <-> flags, artifacts, error exit codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from xlp_cli import artifacts, config
+from xlp_cli.errors import BadInput
+
+
+@dataclasses.dataclass
+class _Cfg:
+    out: Path = config.opt(Path("o"), "out")
+    lang: list[str] = config.opt(factory=list, help="langs")
+    steps: int = config.opt(10, "steps")
+    rate: float = config.opt(0.5, "rate")
+    flag: bool = config.opt(False, "flag")
+    mode: str = config.opt("a", "mode", choices=("a", "b"))
+
+
+def test_from_dict_accepts_flag_and_field_names_and_coerces():
+    cfg = config.from_dict(_Cfg, {"lang": "en, fr,de", "steps": "12", "rate": 1, "flag": "yes", "mode": "b", "out": "x"})
+    assert cfg.lang == ["en", "fr", "de"] and cfg.steps == 12 and cfg.rate == 1.0 and cfg.flag is True
+    assert cfg.out == Path("x")
+    assert config.to_dict(cfg)["lang"] == ["en", "fr", "de"]
+
+
+def test_unknown_key_lists_valid_keys():
+    with pytest.raises(BadInput) as e:
+        config.from_dict(_Cfg, {"stepz": 3}, where="r.toml")
+    msg = str(e.value)
+    assert msg.startswith("r.toml: unknown key 'stepz'") and "steps" in msg and "\n" not in msg
+
+
+def test_bad_choice_and_bad_int():
+    with pytest.raises(BadInput, match="choose from a, b"):
+        config.from_dict(_Cfg, {"mode": "c"})
+    with pytest.raises(BadInput, match="expected an integer"):
+        config.from_dict(_Cfg, {"steps": 1.5})
+
+
+def test_toml_then_flags_override(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('steps = 3\nlang = ["en", "fr"]\nrate = 0.1\n')
+    cfg = config.build(_Cfg, f, {"steps": 7, "rate": None})
+    assert cfg.steps == 7 and cfg.rate == 0.1 and cfg.lang == ["en", "fr"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("steps = = 3\n")
+    with pytest.raises(BadInput, match="invalid TOML"):
+        config.build(_Cfg, bad, {})
+
+
+def test_shard_roundtrip_is_atomic_and_hashed(tmp_path):
+    t = pa.table({"id": ["a", "b"], "text": ["x y", "z"]})
+    p = tmp_path / "train" / "en" / "part-00000.parquet"
+    digest = artifacts.write_shard(p, t)
+    assert digest == artifacts.sha256_file(p)
+    assert artifacts.read_shard(p).to_pylist() == t.to_pylist()
+    assert [x.name for x in artifacts.shard_paths(p.parent)] == ["part-00000.parquet"]
+    assert not list(p.parent.glob("*.tmp"))
+
+
+def test_atomic_path_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "f.txt"
+    with pytest.raises(RuntimeError):
+        with artifacts.atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("boom")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_corrupt_shard_is_bad_input(tmp_path):
+    p = tmp_path / "part-00000.parquet"
+    p.write_bytes(b"PAR1 not really")
+    with pytest.raises(BadInput, match="not a readable Parquet shard"):
+        artifacts.read_shard(p)
+
+
+def test_manifest_stage_check_and_guard(tmp_path):
+    out = tmp_path / "o"
+    assert artifacts.guard_out_dir(out, "prepare", {"a": 1}, force=False) is None
+    artifacts.write_manifest(out, artifacts.new_manifest("prepare", {"a": 1}))
+    assert artifacts.guard_out_dir(out, "prepare", {"a": 1}, force=False)["stage"] == "prepare"
+    with pytest.raises(BadInput, match="different config .*changed: a"):
+        artifacts.guard_out_dir(out, "prepare", {"a": 2}, force=False)
+    artifacts.guard_out_dir(out, "prepare", {"a": 2}, force=True)
+    assert not (out / "manifest.json").exists()  # --force starts clean
+    with pytest.raises(BadInput, match="expected the output of `xlp vocab-score`"):
+        artifacts.write_manifest(out, artifacts.new_manifest("prepare", {"a": 2}))
+        artifacts.read_manifest(out, stage="vocab-score")
+    (out / "manifest.json").write_text("{not json")
+    with pytest.raises(BadInput, match="corrupt manifest"):
+        artifacts.read_manifest(out)
+
+
+def test_find_upstream_follows_links(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    artifacts.write_manifest(a, artifacts.new_manifest("prepare", {}))
+    artifacts.write_manifest(b, artifacts.new_manifest("bpe-apply", {}, upstream=[{"path": str(a), "stage": "prepare"}]))
+    found = artifacts.find_upstream([b], "prepare")
+    assert found is not None and found[0] == a.resolve()
+    assert artifacts.find_upstream([b], "pretrain") is None
+
+
+def test_cli_usage_errors_are_one_line_exit_2(cli):
+    r = cli("prepare", "--source", "bogus")
+    assert r.exit_code == 2
+    r = cli("prepare", "--source", "text", "some.txt")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "xlp: error: --source text needs --lang (the language of the input lines)"
+
+
+def test_cli_config_file_unknown_key(cli, tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('source = "text"\nlangs = "en"\n')
+    r = cli("prepare", "--config", f)
+    assert r.exit_code == 2
+    assert "unknown key 'langs'" in r.stderr and "valid keys:" in r.stderr and "lang," in r.stderr
+
+
+def test_version(cli):
+    r = cli("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("xlp ")
