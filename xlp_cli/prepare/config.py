@@ -26,7 +26,7 @@ class PrepareConfig:
     on_error: str = opt("raise", "What a bad record does: raise (stop with an error) or skip (count it in the manifest).", choices=("raise", "skip"))
     clean: bool = opt(True, "Remove non-printing characters.")
     normalize: bool = opt(True, "Moses punctuation normalization (per language).")
-    tokenize: str = opt("moses", "Tokenizer: moses (jieba for zh, pythainlp for th) or none.", choices=("moses", "none"))
+    tokenize: str = opt("moses", "Tokenizer: moses (sacremoses; jieba for zh, pythainlp for th), xlm (Moses with perl's character classes: byte-identical to XLM's tokenize.sh, splits Indic viramas) or none.", choices=("moses", "xlm", "none"))
     lowercase: str = opt("safe", "Lowercase and strip accents: xlm (byte-compatible with XLM), safe (keeps Thai/Devanagari/Arabic intact) or none.", choices=LOWERCASE_MODES)
     min_tokens: int = opt(1, "Drop records with fewer tokens.")
     max_tokens: int = opt(512, "Drop records with more tokens (0: no limit).")
@@ -46,6 +46,19 @@ class PrepareConfig:
     def validate(self) -> None:
         if self.workers < 1:
             raise BadInput("--workers must be at least 1")
+        from xlp_cli.text.langs import is_known
+
+        for lang in self.lang:
+            if not is_known(lang):
+                raise BadInput(f"unknown language code {lang!r} in --lang: use ISO 639-1 codes such as en, fr, zh "
+                               "(a region or script may follow: pt-BR, zh_TW, sr-Latn)")
+        for name in ("min_tokens", "max_tokens", "max_valid", "max_test", "max_records"):
+            if getattr(self, name) < 0:
+                raise BadInput(f"--{name.replace('_', '-')} must be >= 0")
+        if self.shard_size < 1:
+            raise BadInput("--shard-size must be at least 1")
+        if self.max_tokens and self.min_tokens > self.max_tokens:
+            raise BadInput("--min-tokens is larger than --max-tokens")
         for name in ("valid_fraction", "test_fraction"):
             v = getattr(self, name)
             if not 0.0 <= v < 1.0:

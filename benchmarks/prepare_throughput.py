@@ -1,0 +1,131 @@
+"""Throughput of `xlp prepare` against XLM's chain as a plain single-process sacremoses loop.
+
+Both run in this process's session on the same real input (Common Voice sentences, several languages):
+  reference  for each line: MosesPunctNormalizer(lang, pre_replace_unicode_punct=True).normalize,
+             MosesTokenizer(lang).tokenize(escape=False), XLM's lowercase_and_remove_accent, write the line
+  xlp        `xlp prepare --source text` (clean, normalize, tokenize, lowercase, length filter, dedup, split,
+             zstd Parquet shards, manifest) with --workers 1 and 2, each in a fresh subprocess
+The ratio printed is reference wall time / xlp wall time. Peak memory (RSS, largest process) of xlp is
+measured for 1x and 4x input (4x = four times as many distinct lines per language).
+
+    .venv/bin/python benchmarks/prepare_throughput.py [--lines 10000] [--langs en,fr,de,ru,ar]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from xlp_cli.artifacts import data_dir  # noqa: E402
+
+_RUN = r"""
+import json, resource, sys, time
+from pathlib import Path
+from xlp_cli.prepare.config import PrepareConfig
+from xlp_cli.prepare.run import run
+args = json.loads(sys.argv[1])
+t = time.perf_counter()
+summary = run(PrepareConfig(**{**args, "out": Path(args["out"])}))
+wall = time.perf_counter() - t
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"wall": wall, "rss_main_mb": own / 1024, "rss_worker_mb": kids / 1024, "kept": summary["kept"]}))
+"""
+
+
+def corpus_lines(lang: str, n: int) -> list[str]:
+    folder = data_dir() / "commonvoice_sentences"
+    files = sorted(folder.glob(f"{lang}.*.txt.gz")) or sorted(folder.glob(f"{lang}-*.txt.gz"))
+    out: list[str] = []
+    for f in files:
+        with gzip.open(f, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if line:
+                    out.append(line)
+                    if len(out) >= n:
+                        return out
+    return out
+
+
+def xlm_lowercase_and_remove_accent(line: str) -> str:
+    line = unicodedata.normalize("NFD", line.rstrip().lower())
+    return "".join(c for c in line if unicodedata.category(c) != "Mn").lower()
+
+
+def reference(files: dict[str, Path], out: Path) -> float:
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    t = time.perf_counter()
+    for lang, path in files.items():
+        norm = MosesPunctNormalizer(lang, pre_replace_unicode_punct=True)
+        tok = MosesTokenizer(lang)
+        with open(path, encoding="utf-8") as fin, open(out / f"ref.{lang}", "w", encoding="utf-8") as fout:
+            for line in fin:
+                text = tok.tokenize(norm.normalize(line.rstrip("\n")), escape=False, return_str=True)
+                fout.write(xlm_lowercase_and_remove_accent(text) + "\n")
+    return time.perf_counter() - t
+
+
+def xlp(files: dict[str, Path], out: Path, workers: int) -> dict:
+    args = {"inputs": [str(p) for p in files.values()], "source": "text", "lang": list(files), "out": str(out),
+            "workers": workers, "max_tokens": 0}
+    env = {**os.environ, "XLP_QUIET": "1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, env=env)
+    if r.returncode:
+        raise SystemExit(f"xlp prepare failed: {r.stderr.strip().splitlines()[-1:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def write_input(tmp: Path, langs: list[str], n: int, tag: str) -> tuple[dict[str, Path], int]:
+    files, size = {}, 0
+    for lang in langs:
+        lines = corpus_lines(lang, n)
+        p = tmp / f"{tag}.{lang}.txt"
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        files[lang] = p
+        size += p.stat().st_size
+    return files, size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=10000, help="lines per language at 1x")
+    ap.add_argument("--langs", default="en,fr,de,ru,ar")
+    args = ap.parse_args()
+    langs = args.langs.split(",")
+    if not (data_dir() / "commonvoice_sentences").is_dir():
+        raise SystemExit(f"commonvoice_sentences not found under {data_dir()}")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        files, size = write_input(tmp, langs, args.lines, "x1")
+        lines = sum(1 for p in files.values() for _ in open(p, encoding="utf-8"))
+        print(f"input 1x: {lines} lines, {size / 1e6:.2f} MB, languages {','.join(langs)}  (cpus: {os.cpu_count()})")
+        ref = reference(files, tmp)
+        r1 = xlp(files, tmp / "w1", 1)
+        r2 = xlp(files, tmp / "w2", 2)
+        print(f"reference sacremoses loop : {ref:7.2f} s  {lines / ref:8.0f} lines/s  {size / 1e6 / ref:.2f} MB/s")
+        for name, r in (("xlp prepare --workers 1", r1), ("xlp prepare --workers 2", r2)):
+            print(f"{name:26s}: {r['wall']:7.2f} s  {lines / r['wall']:8.0f} lines/s  {size / 1e6 / r['wall']:.2f} MB/s"
+                  f"  ratio {ref / r['wall']:.2f}x  peak RSS main {r['rss_main_mb']:.0f} MB, worker {r['rss_worker_mb']:.0f} MB")
+        files4, size4 = write_input(tmp, langs, 4 * args.lines, "x4")
+        lines4 = sum(1 for p in files4.values() for _ in open(p, encoding="utf-8"))
+        r4 = xlp(files4, tmp / "w2x4", 2)
+        print(f"input 4x: {lines4} lines, {size4 / 1e6:.2f} MB: xlp --workers 2 {r4['wall']:.2f} s, "
+              f"peak RSS main {r4['rss_main_mb']:.0f} MB (1x: {r2['rss_main_mb']:.0f} MB), "
+              f"worker {r4['rss_worker_mb']:.0f} MB (1x: {r2['rss_worker_mb']:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()

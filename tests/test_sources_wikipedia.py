@@ -1,0 +1,131 @@
+"""`--source wikipedia`: streaming XML, encodings, compression, truncation, article filtering, wikitext -> text."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import random
+import re
+
+import pytest
+
+from sources_helpers import SRC_FIXTURES, read_all
+from xlp_cli.errors import BadInput
+from xlp_cli.prepare.sources.wikipedia import wikitext_to_lines
+
+TINY = SRC_FIXTURES / "wiki_tiny.xml"
+EXPECTED = [
+    "Die Hauskatze ist ein Haustier aus der Familie der Katzenartigen. Sie lebt seit Jahrtausenden mit dem Menschen zusammen.",
+    "Katzen schlafen bis zu sechzehn Stunden am Tag und jagen in der Dämmerung.",
+    "Sie sind gute Jäger.",
+    "Sie putzen sich oft.",
+    "Mehr steht auf einer Seite über Katzen und.",
+    "Der Haushund ist ein Säugetier und der älteste Begleiter des Menschen.",
+    "Hunde bellen, wenn ein Fremder kommt.",
+]
+MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|<ref|\|-|\{\||'''|Kategorie:|Datei:|mini\|")
+
+
+def test_plain_dump_articles_only_and_clean_text():
+    recs, errors = read_all("wikipedia", [TINY])
+    assert [r.text for r in recs] == EXPECTED  # no redirect page, no ns-4 page, no table/ref/template/file/category
+    assert {r.lang for r in recs} == {"de"}  # from <dbname>dewiki
+    assert recs[0].origin == f"{TINY}#Katze" and recs[-1].origin == f"{TINY}#Hund"
+    assert not any(MARKUP.search(r.text) for r in recs)
+    assert errors.warnings == [] and not errors.skipped
+
+
+@pytest.mark.parametrize("compress", [bz2.compress, lzma.compress, gzip.compress], ids=["bz2", "xz", "gz"])
+def test_compressed_dumps(tmp_path, compress):
+    path = tmp_path / "dewiki-20240101-pages-articles.xml.cmp"
+    path.write_bytes(compress(TINY.read_bytes()))
+    recs, _ = read_all("wikipedia", [path])
+    assert [r.text for r in recs] == EXPECTED
+
+
+def test_utf16_dump_with_bom(tmp_path):
+    text = TINY.read_text(encoding="utf-8")
+    path = tmp_path / "dump.xml.bz2"
+    path.write_bytes(bz2.compress(text.encode("utf-16")))  # BOM + UTF-16 LE, no XML declaration
+    recs, _ = read_all("wikipedia", [path])
+    assert [r.text for r in recs] == EXPECTED
+
+
+def test_truncated_dump_keeps_complete_pages_and_warns(tmp_path):
+    raw = TINY.read_bytes()
+    cut = raw.index(b"Hunde bellen")  # inside the last page
+    path = tmp_path / "dewiki-cut.xml.xz"
+    path.write_bytes(lzma.compress(raw[:cut]))
+    recs, errors = read_all("wikipedia", [path])
+    assert [r.text for r in recs] == EXPECTED[:5]  # the Hund page is incomplete: dropped
+    assert len(errors.warnings) == 1 and "truncated dump" in errors.warnings[0] and "dewiki-cut.xml.xz" in errors.warnings[0]
+
+
+def test_truncated_compressed_stream_is_a_truncated_dump(tmp_path):
+    raw = TINY.read_text(encoding="utf-8")
+    head, rest = raw.split("  <page>", 1)
+    pages = "  <page>" + rest.rsplit("</mediawiki>", 1)[0]
+    rng = random.Random(0)  # incompressible filler, so that half the stream holds whole pages
+    many = head + "".join(pages.replace("<title>Katze", f"<title>Katze {i}").replace(
+        "<id>11</id>", f"<id>11</id><sha1>{rng.randbytes(3000).hex()}</sha1>") for i in range(100)) + "</mediawiki>\n"
+    data = lzma.compress(many.encode("utf-8"))
+    path = tmp_path / "dewiki-cut.xml.xz"
+    path.write_bytes(data[: len(data) // 2])
+    recs, errors = read_all("wikipedia", [path])
+    assert len(errors.warnings) == 1 and "truncated dump" in errors.warnings[0]
+    assert 0 < len(recs) < 100 * len(EXPECTED) and {r.text for r in recs} <= set(EXPECTED)
+
+
+def test_malformed_xml_is_bad_input_with_position():
+    path = SRC_FIXTURES / "wiki_malformed.xml"
+    with pytest.raises(BadInput) as e:
+        read_all("wikipedia", [path])
+    assert re.search(r"wiki_malformed\.xml:\d+:\d+: malformed XML: mismatched tag", e.value.one_line())
+    recs, errors = read_all("wikipedia", [path], mode="skip")
+    assert [r.text for r in recs] == EXPECTED[:5] and sum(errors.skipped.values()) == 1
+
+
+def test_not_a_dump(tmp_path):
+    (tmp_path / "x.xml").write_text("<root><item>no pages</item></root>")
+    with pytest.raises(BadInput, match="no <page> found"):
+        read_all("wikipedia", [tmp_path / "x.xml"], langs=["de"])
+
+
+def test_language_filter_and_fallbacks(tmp_path):
+    recs, _ = read_all("wikipedia", [TINY], langs=["en"])
+    assert recs == []  # a German dump is not what --lang en asked for
+    no_site = re.sub(r"<siteinfo>.*</siteinfo>", "", TINY.read_text(), flags=re.S)
+    (tmp_path / "dump.xml").write_text(no_site.replace(' xml:lang="de"', ""))
+    with pytest.raises(BadInput, match="cannot tell the dump's language"):
+        read_all("wikipedia", [tmp_path / "dump.xml"], langs=["de", "en"])
+    recs, _ = read_all("wikipedia", [tmp_path / "dump.xml"], langs=["de"])
+    assert recs and {r.lang for r in recs} == {"de"}
+    (tmp_path / "frwiki-latest-pages-articles.xml").write_text(no_site)
+    recs, _ = read_all("wikipedia", [tmp_path / "frwiki-latest-pages-articles.xml"])
+    assert {r.lang for r in recs} == {"fr"}  # the file name wins over the root's xml:lang
+
+
+def test_max_records():
+    recs, _ = read_all("wikipedia", [TINY], max_records=3)
+    assert len(recs) == 3
+
+
+@pytest.mark.parametrize("wikitext,expected", [
+    ("A [[b|c]] d [[e]].", ["A c d e."]),
+    ("Text<ref>cite</ref> more<ref name=x/>.", ["Text more."]),
+    ("{{lang|fr|x}}Start {{cite web|url=u}}end.", ["Start end."]),
+    ("[[File:X.png|thumb|Caption]]Word.", ["Word."]),
+    ("[[Εικόνα:X.jpg|thumb|right|Λεζάντα]]Λέξη.", ["Λέξη."]),  # a localised alias the siteinfo does not list
+    ("== Heading ==\nBody text.", ["Body text."]),
+    ("{|\n|-\n| a || b\n|}\nAfter the table.", ["After the table."]),
+    ("x &amp; y &lt;z&gt; &nbsp;w", ["x & y <z> w"]),
+    ("<nowiki>[[kept]]</nowiki> plain", []),  # literal brackets: the markup net drops the line
+    ("Before <math>x^2</math> after.", ["Before after."]),
+    ("__NOTOC__\nText.", ["Text."]),
+    ("[[:Category:Cats|cat list]] here.", ["cat list here."]),
+    ("[[fr:Chat]]\nOnly this.", ["Only this."]),
+])
+def test_wikitext_to_lines(wikitext, expected):
+    ns = {"file", "image", "category"}
+    assert wikitext_to_lines(wikitext, ns) == expected

@@ -1,0 +1,209 @@
+"""fastBPE-format BPE: learn merge codes (native extension), read/check/write codes and vocab, apply.
+
+Formats (those of fastBPE, https://github.com/glample/fastBPE):
+- codes: one merge per line, `left right count`; the last symbol of a word carries `</w>`.
+- vocab: one subword per line, `token count`, most frequent first (ties: byte order); a token that
+  continues into the next one ends in `@@`.
+
+Learning runs in `_learnbpe` (C++, built by `pip install -e .`); applying runs through fastBPE's own
+Python API, once per unique word (the binary's behaviour, without re-encoding every occurrence).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from xlp_cli.errors import BadInput, WorkFailed
+
+END_WORD = "</w>"
+CONTINUE = "@@"
+
+
+@dataclass(frozen=True)
+class Merge:
+    left: str
+    right: str
+    count: int
+
+
+# ---------------------------------------------------------------- learning
+def native_learner():
+    """The compiled learner class, or a one-line error saying how to build it."""
+    try:
+        from xlp_cli.bpe._learnbpe import Learner
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise WorkFailed(f"the native BPE learner is not built ({e}); run `make setup` or `pip install -e .`") from None
+    return Learner
+
+
+def learn_merges(chunks: Iterable[bytes], n_merges: int) -> tuple[list[Merge], list[tuple[str, int]], int]:
+    """Count the words of UTF-8 `chunks` (lines joined by '\\n'; words split on ' ' and '\\n' like fastBPE)
+    and learn up to `n_merges` merges. Returns (merges, word counts, running words)."""
+    learner = native_learner()()
+    for chunk in chunks:
+        learner.add(chunk)
+    words = [(w.decode("utf-8", errors="surrogateescape"), c) for w, c in learner.words()]
+    n_tokens = learner.n_tokens
+    raw = learner.learn(int(n_merges))
+    merges = [Merge(a.decode("utf-8", errors="surrogateescape"), b.decode("utf-8", errors="surrogateescape"), c)
+              for a, b, c in raw]
+    return merges, words, n_tokens
+
+
+# ---------------------------------------------------------------- files
+def write_codes(path: Path, merges: list[Merge]) -> None:
+    from xlp_cli.artifacts import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for m in merges:
+            f.write(f"{m.left} {m.right} {m.count}\n")
+
+
+def write_vocab(path: Path, entries: list[tuple[str, int]]) -> None:
+    from xlp_cli.artifacts import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for tok, c in entries:
+            f.write(f"{tok} {c}\n")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    if not Path(path).is_file():
+        raise BadInput("no such file", path=path)
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise BadInput(f"not UTF-8 ({e.reason} at byte {e.start})", path=path, position=i) from None
+            yield i, line[:-1] if line.endswith("\n") else line
+
+
+def read_codes(path: Path) -> list[Merge]:
+    """Read and check a fastBPE codes file: `left right count` per line, no repeated merge."""
+    merges: list[Merge] = []
+    seen: set[tuple[str, str]] = set()
+    merged: set[str] = set()
+    for i, line in _lines(path):
+        parts = line.split(" ")
+        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
+            raise BadInput(f"not a fastBPE codes line ('left right count'): {line[:60]!r}", path=path, position=i)
+        left, right = parts[0], parts[1]
+        if (left, right) in seen:
+            raise BadInput(f"merge {left!r} {right!r} appears twice", path=path, position=i)
+        if left + right in merged:
+            raise BadInput(f"two merges produce the same symbol {left + right!r} (fastBPE refuses this)", path=path, position=i)
+        seen.add((left, right))
+        merged.add(left + right)
+        merges.append(Merge(left, right, int(parts[2])))
+    if not merges:
+        raise BadInput("empty codes file", path=path)
+    return merges
+
+
+def read_vocab(path: Path) -> list[tuple[str, int]]:
+    """Read and check a fastBPE vocab file: `token count` per line (split on one space), no repeats."""
+    entries: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for i, line in _lines(path):
+        parts = line.split(" ")
+        if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+            raise BadInput(f"not a vocab line ('token count'): {line[:60]!r}", path=path, position=i)
+        if parts[0] in seen:
+            raise BadInput(f"token {parts[0]!r} appears twice", path=path, position=i)
+        seen.add(parts[0])
+        entries.append((parts[0], int(parts[1])))
+    if not entries:
+        raise BadInput("empty vocab file", path=path)
+    return entries
+
+
+def _is_char(s: str) -> bool:
+    return len(s) == 1
+
+
+def check_vocab_matches_codes(merges: list[Merge], vocab: list[tuple[str, int]], vocab_path: Path) -> None:
+    """Every vocab token must be something the codes can produce: a single character or a merge result
+    (`x@@` for a word-inner piece, `x` standing for `x</w>` at a word end). Else the two files do not belong together."""
+    produced = {m.left + m.right for m in merges}
+    for i, (tok, _) in enumerate(vocab, 1):
+        if tok.endswith(CONTINUE) and len(tok) > len(CONTINUE):
+            base = tok[: -len(CONTINUE)]
+            ok = _is_char(base) or base in produced
+        else:
+            ok = _is_char(tok) or tok + END_WORD in produced
+        if not ok:
+            raise BadInput(f"token {tok!r} cannot be produced by the codes: the vocab does not match the codes file",
+                           path=vocab_path, position=i)
+
+
+# ---------------------------------------------------------------- applying
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """fastBPE prints 'Loading codes ...' from C++ on fd 2; keep the terminal clean."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # pragma: no cover
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class BpeCodec:
+    """Apply fastBPE codes (and optionally restrict to a vocab) exactly like `fast applybpe`.
+
+    Files are checked first (fastBPE itself aborts the process on a malformed file)."""
+
+    def __init__(self, codes_path: Path, vocab_path: Path | None = None, *, check: bool = True):
+        import fastBPE
+
+        self.codes_path = Path(codes_path)
+        self.vocab_path = Path(vocab_path) if vocab_path else None
+        if check:
+            merges = read_codes(self.codes_path)
+            if self.vocab_path is not None:
+                check_vocab_matches_codes(merges, read_vocab(self.vocab_path), self.vocab_path)
+        with _quiet_stderr():
+            self._bpe = fastBPE.fastBPE(str(self.codes_path), str(self.vocab_path) if self.vocab_path else "")
+        self._cache: dict[str, str] = {}
+        self.max_cache = 2_000_000
+
+    def apply_words(self, words: Iterable[str]) -> dict[str, str]:
+        """Segment each distinct word once; returns word -> 'sub@@ word'."""
+        needed = {w for w in words if w}
+        todo = [w for w in needed if w not in self._cache]
+        if len(self._cache) + len(todo) > self.max_cache:  # bound memory; keep this batch's words
+            self._cache.clear()
+            todo = list(needed)
+        if todo:
+            self._cache.update(zip(todo, self._bpe.apply(todo)))
+        return self._cache
+
+    def apply_lines(self, lines: list[str]) -> list[str]:
+        """Byte-identical to `fast applybpe` on these lines: words are split on ' ' only, spaces kept as they are."""
+        split = [line.split(" ") for line in lines]
+        table = self.apply_words(w for ws in split for w in ws)
+        return [" ".join(table[w] if w else "" for w in ws) for ws in split]
+
+
+def subword_counts(word_counts: Iterable[tuple[str, int]], codec: BpeCodec) -> list[tuple[str, int]]:
+    """The fastBPE vocab of a corpus after BPE (what `fast getvocab` prints on the applied text), computed
+    from word counts: count desc, then token byte order."""
+    word_counts = [(w, c) for w, c in word_counts if w]
+    table = codec.apply_words(w for w, _ in word_counts)
+    counts: Counter[str] = Counter()
+    for w, c in word_counts:
+        for piece in table[w].split(" "):
+            counts[piece] += c
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].encode("utf-8", "surrogateescape")))

@@ -1,0 +1,70 @@
+"""Configs of `xlp bpe learn` and `xlp bpe apply` (every field is a flag and a recipe key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+
+TOKENIZERS = ("fastbpe", "sentencepiece")
+SPM_TYPES = ("unigram", "bpe")
+
+
+@dataclass
+class BpeLearnConfig:
+    data: list[Path] = opt(factory=list, help="Output folder of `xlp prepare` (its train split is read).")
+    out: Path = opt(Path("bpe"), help="Output folder: codes, vocab, dict.txt (or spm.model + dict.txt), manifest.json.")
+    lang: list[str] = opt(factory=list, help="Languages to learn from (comma list); default: every language of the split.")
+    tokenizer: str = opt("fastbpe", help="fastbpe (merge codes on the tokenized `text`) or sentencepiece (on the raw text).",
+                         choices=TOKENIZERS)
+    codes: int = opt(30000, help="Number of BPE merge operations to learn (fastbpe).")
+    spm_vocab_size: int = opt(32000, help="SentencePiece vocabulary size.")
+    spm_model_type: str = opt("unigram", help="SentencePiece model type.", choices=SPM_TYPES)
+    spm_character_coverage: float = opt(0.9995, help="SentencePiece character coverage.")
+    alpha: float = opt(0.5, help="Language sampling exponent: p_l proportional to n_l^alpha (XLM).")
+    sample_sentences: int = opt(0, help="Sentences in the sampled learning corpus; 0 = as many as the split holds.")
+    seed: int = opt(0, help="Seed of the language sampling.")
+    split: str = opt("train", help="Split to learn from.")
+    parallel: bool = opt(False, help="Also learn from both sides of parallel (<l1>-<l2>) folders.")
+    max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.")
+    min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+
+    def validate(self) -> None:
+        if not self.data:
+            raise BadInput("--data is required: the output folder of `xlp prepare`", path="--data")
+        if self.codes <= 0:
+            raise BadInput("--codes must be a positive number of merges", path="--codes")
+        if self.spm_vocab_size < 20:
+            raise BadInput("--spm-vocab-size must be at least 20", path="--spm-vocab-size")
+        if not self.alpha >= 0:
+            raise BadInput("--alpha must be >= 0", path="--alpha")
+        if self.sample_sentences < 0 or self.max_vocab < 0 or self.min_count < 0:
+            raise BadInput("--sample-sentences, --max-vocab and --min-count must be >= 0", path="config")
+
+
+@dataclass
+class BpeApplyConfig:
+    data: list[Path] = opt(factory=list, help="Output of `xlp prepare` and of `xlp bpe learn` (or give --codes).")
+    out: Path = opt(Path("ids"), help="Output folder: token-id shards, dict.txt, manifest.json.")
+    lang: list[str] = opt(factory=list, help="Languages to apply to (comma list); default: all.")
+    split: list[str] = opt(factory=list, help="Splits to apply to (comma list); default: all of train, valid, test.")
+    codes: Path | None = opt(None, help="A fastBPE codes file to use instead of a `xlp bpe learn` folder (e.g. XLM's codes_xnli_15).")
+    vocab: Path | None = opt(None, help="The fastBPE/XLM vocab that goes with --codes (limits subwords and gives the ids).")
+    spm_model: Path | None = opt(None, help="A SentencePiece model to use instead of a `xlp bpe learn` folder.")
+    max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
+    min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
+    batch_rows: int = opt(16384, help="Rows per batch while applying.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+
+    def validate(self) -> None:
+        if not self.data:
+            raise BadInput("--data is required: the output folder of `xlp prepare`", path="--data")
+        if self.vocab is not None and self.codes is None:
+            raise BadInput("--vocab needs --codes", path="--vocab")
+        if self.codes is not None and self.spm_model is not None:
+            raise BadInput("give --codes or --spm-model, not both", path="--codes")
+        if self.batch_rows <= 0:
+            raise BadInput("--batch-rows must be positive", path="--batch-rows")

@@ -1,0 +1,107 @@
+"""The token dictionary in XLM's id layout, read from and written to XLM/fastBPE `token count` files.
+
+Ids: `<s>`=0, `</s>`=1, `<pad>`=2, `<unk>`=3, `<special0>`..`<special9>`=4..13, then the file's tokens in
+file order (a fastBPE vocab is sorted by count, so: words by count). Reading follows XLM's
+`Dictionary.read_vocab` so that XLM's released vocab maps to the same ids: a line containing U+2028 or whose
+whitespace split is not exactly `token count` (tokens that are Unicode spaces such as U+00A0), or whose split token
+is already in the dictionary (XLM's vocab_xnli_15 has `\xa0@@`, `\u2003@@`, ... which all split to `@@`), is
+skipped and takes no id. `max_vocab` keeps ids < max_vocab (specials included, like XLM's `--max_vocab`); `min_count`
+keeps tokens seen at least that often.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from xlp_cli.errors import BadInput
+
+BOS, EOS, PAD, UNK = "<s>", "</s>", "<pad>", "<unk>"
+N_SPECIAL_WORDS = 10
+SPECIALS = [BOS, EOS, PAD, UNK] + [f"<special{i}>" for i in range(N_SPECIAL_WORDS)]
+BOS_ID, EOS_ID, PAD_ID, UNK_ID = 0, 1, 2, 3
+N_SPECIALS = len(SPECIALS)  # 14: the first word id
+
+
+@dataclass
+class Dictionary:
+    words: list[str]                       # id -> token (specials first)
+    counts: list[int]                      # id -> count (0 for specials)
+    index: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0                       # lines of the source file that took no id
+
+    def __post_init__(self) -> None:
+        if not self.index:
+            self.index = {w: i for i, w in enumerate(self.words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    # ------------------------------------------------------------ build
+    @classmethod
+    def from_counts(cls, entries: Iterable[tuple[str, int]], *, max_vocab: int = 0, min_count: int = 0,
+                    where: str = "vocab") -> "Dictionary":
+        """Specials, then `entries` in order, with XLM's skip rule, `max_vocab` and `min_count`."""
+        words, counts = list(SPECIALS), [0] * N_SPECIALS
+        index = {w: i for i, w in enumerate(words)}
+        skipped = 0
+        for tok, c in entries:
+            parts = f"{tok} {c}".rstrip().split()  # XLM reads `line.rstrip().split()`
+            if "\u2028" in tok or len(parts) != 2 or parts[0] in index:
+                skipped += 1  # XLM skips these lines ("already in vocab" for a repeat); they take no id
+                continue
+            tok = parts[0]
+            index[tok] = len(words)
+            words.append(tok)
+            counts.append(int(c))
+        d = cls(words, counts, index, skipped)
+        if max_vocab and max_vocab > 0:
+            d = d._keep([i for i in range(len(d)) if i < max(max_vocab, N_SPECIALS)])
+        if min_count and min_count > 0:
+            d = d._keep([i for i in range(len(d)) if i < N_SPECIALS or d.counts[i] >= min_count])
+        return d
+
+    def _keep(self, ids: list[int]) -> "Dictionary":
+        return Dictionary([self.words[i] for i in ids], [self.counts[i] for i in ids], skipped=self.skipped)
+
+    @classmethod
+    def read(cls, path: Path, *, max_vocab: int = 0, min_count: int = 0) -> "Dictionary":
+        """Read an XLM vocab / dict.txt / fastBPE vocab file (`token count` per line)."""
+        path = Path(path)
+        if not path.is_file():
+            raise BadInput("no such dictionary file", path=path)
+        entries: list[tuple[str, int]] = []
+        with open(path, "rb") as f:
+            for i, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8").rstrip("\n")
+                except UnicodeDecodeError as e:
+                    raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=i) from None
+                parts = line.rstrip().split()
+                if "\u2028" in line or len(parts) != 2:
+                    entries.append(("\u2028", 0))  # counted as skipped, like XLM
+                    continue
+                if not parts[1].isdigit():
+                    raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
+                entries.append((line.rstrip().rsplit(None, 1)[0], int(parts[1])))
+        return cls.from_counts(entries, max_vocab=max_vocab, min_count=min_count, where=str(path))
+
+    def write(self, path: Path) -> None:
+        """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
+        from xlp_cli.artifacts import write_text_atomic
+
+        write_text_atomic(path, "".join(f"{w} {c}\n" for w, c in zip(self.words[N_SPECIALS:], self.counts[N_SPECIALS:])))
+
+    # ------------------------------------------------------------ use
+    def encode(self, tokens: list[str]) -> np.ndarray:
+        get = self.index.get
+        return np.fromiter((get(t, UNK_ID) for t in tokens), dtype=np.int32, count=len(tokens))
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.words[i] for i in ids]
+
+    def is_special(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray(ids) < N_SPECIALS

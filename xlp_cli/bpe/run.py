@@ -1,0 +1,268 @@
+"""The `xlp bpe learn` and `xlp bpe apply` stages (also called by `xlp prepare --bpe-codes/--bpe-from`).
+
+learn:  PREP/train/<lang> --(XLM language sampling)--> learning corpus --> codes + vocab + dict.txt
+        (or spm.model + dict.txt).
+apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subword text and int32 ids.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from xlp_cli import artifacts, ui
+from xlp_cli.bpe import corpus
+from xlp_cli.bpe.codes import BpeCodec, check_vocab_matches_codes, learn_merges, read_codes, read_vocab, subword_counts, write_codes, write_vocab
+from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
+from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
+from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
+from xlp_cli.config import to_dict
+from xlp_cli.errors import BadInput
+
+LEARN_STAGE = "bpe-learn"
+APPLY_STAGE = "bpe-apply"
+# prepare config keys that change what `text`/`raw` hold; codes learned on one setting do not fit another
+TEXT_KEYS = ("clean", "lowercase", "case", "tokenize", "tokenizer", "normalize", "accents", "remove_accents", "segmenter")
+
+
+def _prepare(data: list[Path]) -> tuple[Path, dict[str, Any]]:
+    found = artifacts.find_upstream(data, "prepare")
+    if found is None:
+        for d in data:
+            artifacts.read_manifest(d)  # a missing folder / manifest gets its own precise message
+        raise BadInput("no `xlp prepare` output among --data (nor upstream of it)", path=data[0])
+    return found
+
+
+def _upstream(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {"path": str(Path(path).resolve()), "stage": manifest.get("stage"), "config_hash": manifest.get("config_hash")}
+
+
+def _finished(out: Path, previous: dict[str, Any] | None, files: list[str]) -> bool:
+    return bool(previous) and previous.get("complete", False) and all((out / f).is_file() for f in files)
+
+
+# ================================================================ learn
+def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
+    t0 = time.time()
+    prep, prep_m = _prepare(cfg.data)
+    config = to_dict(cfg)
+    config.pop("force")
+    out = Path(cfg.out)
+    previous = artifacts.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force)
+    files = ["spm.model", "dict.txt"] if cfg.tokenizer == "sentencepiece" else ["codes", "vocab", "dict.txt"]
+    if _finished(out, previous, files):
+        ui.info(f"{out}: already learned with this config; nothing to do")
+        return dict(previous["summary"], skipped=True)
+
+    column = "raw" if cfg.tokenizer == "sentencepiece" else "text"
+    sources = corpus.language_sources(prep, cfg.split, cfg.lang, cfg.parallel, column)
+    n = {lang: corpus.rows([s for s, _ in shards]) for lang, shards in sources.items()}
+    empty = [l for l, k in n.items() if k == 0]
+    if empty:
+        raise BadInput(f"language(s) {', '.join(empty)} have no {cfg.split} sentences", path=prep / cfg.split)
+    plan = corpus.sampling_plan(n, cfg.alpha, cfg.sample_sentences)
+    warnings: list[str] = []
+
+    if cfg.tokenizer == "fastbpe":
+        tokenizer, dico, n_tokens, n_merges = _learn_fastbpe(cfg, sources, plan, out, warnings)
+    else:
+        tokenizer, dico, n_tokens, n_merges = _learn_spm(cfg, sources, plan, out)
+    dico.write(out / "dict.txt")
+    tokenizer["dict"] = "dict.txt"
+    tokenizer["dict_sha256"] = artifacts.sha256_file(out / "dict.txt")
+
+    summary = {
+        "out": str(out), "tokenizer": cfg.tokenizer, "languages": len(plan),
+        "learning_sentences": sum(int(p["sampled"]) for p in plan.values()), "learning_words": n_tokens,
+        "merges": n_merges, "dictionary_size": len(dico), "seconds": round(time.time() - t0, 2),
+    }
+    manifest = artifacts.new_manifest(
+        LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(prep, prep_m)],
+        warnings=warnings, summary=summary, complete=True,
+        outputs={f: {"sha256": artifacts.sha256_file(out / f)} for f in files},
+        counts={"dictionary": len(dico), "skipped_dictionary_lines": dico.skipped},
+        text_config={k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS},
+    )
+    artifacts.write_manifest(out, manifest)
+    return summary
+
+
+def _learning_chunks(sources, plan, seed):
+    for _lang, lines in corpus.sampled_lines(sources, plan, seed):
+        yield ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+
+
+def _learn_fastbpe(cfg, sources, plan, out: Path, warnings: list[str]):
+    ui.info(f"learning {cfg.codes} BPE merges from {sum(int(p['sampled']) for p in plan.values())} sampled sentences")
+    merges, words, n_tokens = learn_merges(_learning_chunks(sources, plan, cfg.seed), cfg.codes)
+    if not merges:
+        raise BadInput("the learning corpus has no pair of symbols to merge", path=Path(cfg.data[0]))
+    if len(merges) < cfg.codes:
+        msg = f"only {len(merges)} merges were possible (asked for {cfg.codes}): every word is already one symbol"
+        warnings.append(msg)
+        ui.warn(msg)
+    write_codes(out / "codes", merges)
+    codec = BpeCodec(out / "codes", None, check=False)
+    vocab = subword_counts(words, codec)
+    write_vocab(out / "vocab", vocab)
+    dico = Dictionary.from_counts(vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count, where=str(out / "vocab"))
+    tokenizer = {"kind": "fastbpe", "codes": "codes", "vocab": "vocab",
+                 "codes_sha256": artifacts.sha256_file(out / "codes"), "vocab_sha256": artifacts.sha256_file(out / "vocab")}
+    return tokenizer, dico, n_tokens, len(merges)
+
+
+def _learn_spm(cfg, sources, plan, out: Path):
+    from xlp_cli.bpe import spm
+
+    def lines():
+        for _lang, batch in corpus.sampled_lines(sources, plan, cfg.seed):
+            yield from batch
+
+    ui.info(f"learning a SentencePiece {cfg.spm_model_type} model of {cfg.spm_vocab_size} pieces")
+    spm.learn(lines(), out / "spm.model", vocab_size=cfg.spm_vocab_size, model_type=cfg.spm_model_type,
+              character_coverage=cfg.spm_character_coverage, seed=cfg.seed)
+    codec = spm.SpmCodec(out / "spm.model")
+    counts = spm.piece_counts(codec, (b for _l, b in corpus.sampled_lines(sources, plan, cfg.seed)))
+    n_tokens = sum(c for _, c in counts)
+    dico = Dictionary.from_counts(counts, max_vocab=cfg.max_vocab, min_count=cfg.min_count, where=str(out / "spm.model"))
+    tokenizer = {"kind": "sentencepiece", "model": "spm.model", "model_type": cfg.spm_model_type,
+                 "model_sha256": artifacts.sha256_file(out / "spm.model")}
+    return tokenizer, dico, n_tokens, 0
+
+
+# ================================================================ apply
+def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
+    """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
+    if cfg.codes is not None:
+        merges = read_codes(cfg.codes)
+        if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
+            sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
+            if sibling != Path(cfg.codes) and sibling.is_file():
+                cfg.vocab = sibling
+        info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
+                                "codes_sha256": artifacts.sha256_file(cfg.codes)}
+        if cfg.vocab is not None:
+            vocab = read_vocab(cfg.vocab)
+            check_vocab_matches_codes(merges, vocab, cfg.vocab)
+            info.update(vocab=str(Path(cfg.vocab).resolve()), vocab_sha256=artifacts.sha256_file(cfg.vocab))
+            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
+        else:
+            raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
+                           path=cfg.codes)
+        return Tokenizer("fastbpe", dico, BpeCodec(cfg.codes, cfg.vocab, check=False)), info, [], {}
+    if cfg.spm_model is not None:
+        raise BadInput("--spm-model alone has no dictionary; use the output folder of `xlp bpe learn --tokenizer sentencepiece`",
+                       path=cfg.spm_model)
+    found = artifacts.find_upstream(cfg.data, LEARN_STAGE)
+    if found is None:
+        raise BadInput("no `xlp bpe learn` output among --data, and no --codes/--vocab given", path=cfg.data[0])
+    bpe_dir, bpe_m = found
+    info = dict(bpe_m["tokenizer"])
+    tok = load_tokenizer(info, bpe_dir)
+    for key in ("codes", "vocab", "dict", "model"):
+        if key in info:
+            info[key] = str((bpe_dir / info[key]).resolve())
+    return tok, info, [_upstream(bpe_dir, bpe_m)], bpe_m.get("text_config") or {}
+
+
+def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
+    t0 = time.time()
+    prep, prep_m = _prepare(cfg.data)
+    config = to_dict(cfg)
+    config.pop("force")
+    out = Path(cfg.out)
+    tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
+    prep_text = {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
+    clash = sorted(k for k in set(prep_text) & set(learned_text) if prep_text[k] != learned_text[k])
+    if clash:
+        raise BadInput(f"the BPE was learned on text prepared with other settings ({', '.join(clash)}): "
+                       "shards of another tokenizer", path=prep)
+    previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force)
+    if previous and previous.get("complete"):
+        ui.info(f"{out}: already applied with this config; nothing to do")
+        return dict(previous["summary"], skipped=True)
+
+    folders = [f for f in corpus.list_folders(prep, cfg.split or None)
+               if not cfg.lang or all(l in cfg.lang for l in f.langs)]
+    if not folders:
+        raise BadInput("no shards to apply to (check --split/--lang)", path=prep)
+    missing = [l for l in cfg.lang if not any(l in f.langs for f in folders)]
+    if missing:
+        raise BadInput(f"no data for language(s) {', '.join(missing)}", path=prep)
+
+    shards_out: dict[str, Any] = {}
+    counts: dict[str, dict[str, int]] = {}
+    tokens: dict[str, dict[str, int]] = {}
+    unks = 0
+    with ui.progress() as bar:
+        task = bar.add_task("bpe apply", total=sum(len(f.shards) for f in folders))
+        for f in folders:
+            for shard in f.shards:
+                rel = Path(f.split) / f.name / shard.name
+                dest = out / rel
+                if dest.is_file():  # resume: this config already wrote it completely
+                    table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
+                    shards_out[str(rel)] = {"sha256": artifacts.sha256_file(dest), "rows": table.num_rows}
+                    n_tok = sum(len(c.combine_chunks().values) for c in table.columns)
+                    u = 0
+                else:
+                    table, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows)
+                    shards_out[str(rel)] = {"sha256": artifacts.write_shard(dest, table), "rows": table.num_rows}
+                counts.setdefault(f.split, {}).setdefault(f.name, 0)
+                counts[f.split][f.name] += table.num_rows
+                tokens.setdefault(f.split, {}).setdefault(f.name, 0)
+                tokens[f.split][f.name] += n_tok
+                unks += u
+                bar.advance(task)
+
+    tok.dico.write(out / "dict.txt")
+    info = dict(info, dict="dict.txt", dict_sha256=artifacts.sha256_file(out / "dict.txt"))  # relative to IDS
+    total_tokens = sum(v for s in tokens.values() for v in s.values())
+    summary = {"out": str(out), "tokenizer": tok.kind, "dictionary_size": len(tok.dico), "shards": len(shards_out),
+               "sentences": sum(v for s in counts.values() for v in s.values()), "tokens": total_tokens,
+               "unk_rate": round(unks / total_tokens, 6) if total_tokens else 0.0, "seconds": round(time.time() - t0, 2)}
+    manifest = artifacts.new_manifest(
+        APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=artifacts.sha256_file(out / "dict.txt"),
+        counts=counts, tokens=tokens, outputs={"shards": shards_out}, summary=summary, complete=True,
+        upstream=[_upstream(prep, prep_m)] + ups, text_config=prep_text,
+    )
+    artifacts.write_manifest(out, manifest)
+    return summary
+
+
+def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int) -> tuple[pa.Table, int, int]:
+    col = tok.column
+    cols = ["id", "lang1", "lang2", col + "1", col + "2"] if pair else ["id", "lang", col]
+    pieces: dict[str, list] = {c: [] for c in cols}
+    subs: dict[str, list[str]] = {}
+    ids: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    names = ["1", "2"] if pair else [""]
+    for batch in artifacts.iter_batches([shard], columns=cols, batch_size=batch_rows):
+        d = batch.to_pydict()
+        for c in cols[: len(cols) - len(names)]:
+            pieces[c].extend(d[c])
+        for s in names:
+            lines = [x or "" for x in d[col + s]]
+            sub = tok.subwords(lines)
+            subs.setdefault(s, []).extend(sub)
+            ids.setdefault(s, []).append(tok.ids(sub))
+    out: dict[str, pa.Array] = {c: pa.array(pieces[c], pa.string()) for c in cols[: len(cols) - len(names)]}
+    n_tok = unk = 0
+    for s in names:
+        flat = np.concatenate([v for v, _ in ids[s]]) if ids[s] else np.empty(0, np.int32)
+        offs = [np.zeros(1, np.int32)]
+        base = 0
+        for v, o in ids[s]:
+            offs.append(o[1:] + base)
+            base += len(v)
+        offsets = np.concatenate(offs).astype(np.int32)
+        out["text" + s] = pa.array(subs.get(s, []), pa.string())
+        out["ids" + s] = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
+        n_tok += len(flat)
+        unk += int(np.count_nonzero(flat == UNK_ID))
+    return pa.table(out), n_tok, unk

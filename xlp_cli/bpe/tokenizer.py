@@ -1,0 +1,58 @@
+"""A tokenizer rebuilt from a manifest: text lines -> subword lines -> XLM-layout ids (fastBPE or SentencePiece)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlp_cli import artifacts
+from xlp_cli.bpe.codes import BpeCodec
+from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
+from xlp_cli.errors import BadInput
+
+
+class Tokenizer:
+    """What apply (and encoder.py) needs: text lines -> subword lines, subwords -> ids."""
+
+    def __init__(self, kind: str, dico: Dictionary, codec: Any):
+        self.kind, self.dico, self.codec = kind, dico, codec
+
+    @property
+    def column(self) -> str:
+        return "raw" if self.kind == "sentencepiece" else "text"
+
+    def subwords(self, lines: list[str]) -> list[str]:
+        return self.codec.apply_lines(lines)
+
+    def ids(self, sub: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Flat int32 ids and int32 offsets (len(sub)+1) for subword lines."""
+        get = self.dico.index.get
+        lens = np.zeros(len(sub) + 1, dtype=np.int64)
+        flat: list[int] = []
+        for i, s in enumerate(sub):
+            toks = s.split()
+            flat.extend(get(t, UNK_ID) for t in toks)
+            lens[i + 1] = len(toks)
+        return np.asarray(flat, dtype=np.int32), np.cumsum(lens).astype(np.int32)
+
+
+def load_tokenizer(info: dict[str, Any], base: Path) -> Tokenizer:
+    """Rebuild a tokenizer from a manifest's `tokenizer` entry (paths relative to `base` or absolute), checking hashes."""
+    def file(key: str) -> Path:
+        p = Path(info[key])
+        p = p if p.is_absolute() else base / p
+        want = info.get(f"{key}_sha256")
+        if not p.is_file():
+            raise BadInput(f"the {key} file recorded in the manifest is missing", path=p)
+        if want and artifacts.sha256_file(p) != want:
+            raise BadInput(f"the {key} file changed since it was recorded (sha256 differs)", path=p)
+        return p
+
+    dico = Dictionary.read(file("dict"))
+    if info.get("kind") == "sentencepiece":
+        from xlp_cli.bpe.spm import SpmCodec
+
+        return Tokenizer("sentencepiece", dico, SpmCodec(file("model")))
+    return Tokenizer("fastbpe", dico, BpeCodec(file("codes"), file("vocab") if info.get("vocab") else None))

@@ -1,0 +1,203 @@
+"""The comparison report: report.md, a self-contained report.html (PNG plots inlined as base64),
+the PNG files themselves, and the rich table for the terminal.
+
+Plots: accuracy per language per run (mean with a +-std error bar over seeds), and the pre-training
+validation-loss curves of the compared runs (XLP paper, Figure 3a), read from each pretrain run's
+`metrics.jsonl` (found through the finetune manifest's `upstream`).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from xlp_cli import artifacts  # noqa: E402
+from xlp_cli.evaluate.xnli import fmt_cell  # noqa: E402
+
+
+# ---------------------------------------------------------------- pre-training curves
+def _valid_loss(rec: dict[str, Any]) -> float | None:
+    """The overall validation loss of one metrics.jsonl record, or None if it is not a validation event."""
+    for key in ("valid_loss", "valid_mlm_loss", "val_loss"):
+        v = rec.get(key)
+        if isinstance(v, (int, float)):
+            return float(v)
+    kind = str(rec.get("event", rec.get("kind", rec.get("split", ""))))
+    if kind.startswith("val"):
+        for key in ("loss", "mlm_loss"):
+            v = rec.get(key)
+            if isinstance(v, (int, float)):
+                return float(v)
+        v = rec.get("valid")
+        if isinstance(v, dict) and isinstance(v.get("loss"), (int, float)):
+            return float(v["loss"])
+    return None
+
+
+def read_valid_curve(run_folder: Path) -> list[tuple[int, float]]:
+    """(step, validation loss) points of a pretrain run; [] when it has none."""
+    path = Path(run_folder) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    points: dict[int, float] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by an interrupted run
+            if not isinstance(rec, dict):
+                continue
+            loss = _valid_loss(rec)
+            step = rec.get("step")
+            if loss is not None and isinstance(step, int) and math.isfinite(loss):
+                points[step] = loss  # a resumed run may repeat a step: keep the last
+    return sorted(points.items())
+
+
+# ---------------------------------------------------------------- plots
+def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accuracy per language") -> Path:
+    langs = scores["langs"] + ["avg"]
+    runs = list(scores["runs"].items())
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(langs) * max(1, len(runs)) * 0.6 + 3), 4.0), dpi=110)
+    width = 0.8 / max(1, len(runs))
+    for i, (name, r) in enumerate(runs):
+        means = [r["acc"][l]["mean"] if l != "avg" else r["avg"]["mean"] for l in langs]
+        stds = [r["acc"][l]["std"] if l != "avg" else r["avg"]["std"] for l in langs]
+        xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(langs))]
+        ax.bar(xs, [0 if math.isnan(m) else m for m in means], width,
+               yerr=[0 if math.isnan(s) else s for s in stds], capsize=2, label=name)
+    ax.set_xticks(range(len(langs)))
+    ax.set_xticklabels(langs)
+    ax.set_ylabel("accuracy (%)")
+    ax.axhline(100 / 3, color="grey", lw=0.8, ls="--", label="chance")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_valid_curves(curves: dict[str, list[tuple[int, float]]], path: Path) -> Path | None:
+    curves = {k: v for k, v in curves.items() if v}
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=110)
+    for name, pts in curves.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name)
+    ax.set_xlabel("pre-training step")
+    ax.set_ylabel("validation MLM loss")
+    ax.set_title("Pre-training validation loss (XLP Fig. 3a)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- tables
+def table_rows(scores: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the Table 1 + Table 3 layout: run, languages..., avg, gap."""
+    header = ["run"] + scores["langs"] + ["avg", "gap"]
+    rows = []
+    for name, r in scores["runs"].items():
+        vs = r["vs_baseline"]
+        cells = [fmt_cell(r["acc"][l], vs[l]) for l in scores["langs"]]
+        cells.append(fmt_cell(r["avg"], vs["avg"]))
+        cells.append(fmt_cell(r["gap"], vs["gap"], lower_is_better=True))
+        rows.append([name + (" (baseline)" if name == scores["baseline"] else "")] + cells)
+    return header, rows
+
+
+def rich_table(scores: dict[str, Any], title: str) -> Table:
+    header, rows = table_rows(scores)
+    t = Table(title=title)
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i == 0 else "right", style="bold" if h in ("avg", "gap") else None)
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+NOTE = ("Accuracy (%) per language in the XLP paper's Table 1 order, then the average and the cross-lingual "
+        "transfer gap (Table 3: English minus the average of the other languages; lower is better). "
+        "Cells are mean ± std over seeds. ▲/▼ marks a difference to the baseline only when it exceeds the "
+        "seed spread (|Δ| > std_run + std_baseline, both with at least 2 seeds).")
+
+
+# ---------------------------------------------------------------- report
+def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, extra_md: str = "") -> dict[str, Any]:
+    """Write the PNGs, report.md, report.html and results.json into `out`. Returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    pngs: list[tuple[str, Path]] = []
+    pngs.append(("Accuracy per language", plot_accuracy(scores, out / "xnli_accuracy.png", f"XNLI {split} accuracy per language")))
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for name, r in scores["runs"].items():
+        for i, run_dir in enumerate(dict.fromkeys(r.get("pretrain_runs", []))):
+            label = name if i == 0 else f"{name} ({Path(run_dir).name})"
+            curves[label] = read_valid_curve(Path(run_dir))
+    loss_png = plot_valid_curves(curves, out / "pretrain_valid_loss.png")
+    if loss_png:
+        pngs.append(("Pre-training validation loss", loss_png))
+    scores["valid_curves"] = {k: v for k, v in curves.items()}
+
+    header, rows = table_rows(scores)
+    md = [f"# {title}", "", f"XNLI {split} split. " + NOTE, "", markdown_table(header, rows), ""]
+    md += ["## Runs", ""]
+    for name, r in scores["runs"].items():
+        md.append(f"- **{name}**: {r['n_seeds']} seed(s); " + ", ".join(f"`{f}`" for f in r["folders"]))
+    md.append("")
+    for caption, p in pngs:
+        md += [f"## {caption}", "", f"![{caption}]({p.name})", ""]
+    if extra_md:
+        md += [extra_md, ""]
+    artifacts.write_text_atomic(out / "report.md", "\n".join(md))
+
+    html_doc = render_html(title, f"XNLI {split} split. " + NOTE, header, rows, pngs, scores)
+    artifacts.write_text_atomic(out / "report.html", html_doc)
+    results = {"task": "xnli", "split": split, **scores, "plots": [p.name for _, p in pngs]}
+    artifacts.write_json_atomic(out / "results.json", results)
+    return {"report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
+            "results": str(out / "results.json"), "plots": [str(p) for _, p in pngs]}
+
+
+def png_data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def render_html(title: str, note: str, header: list[str], rows: list[list[str]],
+                pngs: list[tuple[str, Path]], scores: dict[str, Any]) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    figs = "".join(f"<h2>{esc(c)}</h2><img alt='{esc(c)}' src='{png_data_uri(p)}'>" for c, p in pngs)
+    runs = "".join(f"<li><b>{esc(n)}</b>: {r['n_seeds']} seed(s); " + ", ".join(f"<code>{esc(f)}</code>" for f in r["folders"]) + "</li>"
+                   for n, r in scores["runs"].items())
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}}img{{max-width:100%}}</style></head>
+<body><h1>{esc(title)}</h1><p>{esc(note)}</p>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<h2>Runs</h2><ul>{runs}</ul>{figs}</body></html>
+"""

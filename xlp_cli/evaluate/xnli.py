@@ -1,0 +1,203 @@
+"""XNLI scoring: accuracy per language (Table 1 layout), transfer gap (Table 3), mean +- std over seeds.
+
+Input: `xlp finetune --task xnli` folders. Accuracy is recomputed from the prediction files
+(`FT/predictions/seed<S>/<split>.<lang>.jsonl`, one {"id", "lang", "gold", "pred"} object per line),
+never copied from the fine-tuning summary, so a hand-made predictions file gives known numbers.
+
+Several folders may share a run name (`--name`): their seeds are pooled. A difference to the baseline
+run is marked only when both runs have at least two seeds and |mean_a - mean_b| > std_a + std_b
+(the two +-1 std intervals do not overlap).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xlp_cli import artifacts
+from xlp_cli.errors import BadInput
+
+# the XLP paper's Table 1 order (resource magnitude)
+XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
+LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids 0, 1, 2
+
+_PRED_RE = re.compile(r"^(?P<split>[a-z]+)\.(?P<lang>[A-Za-z_-]+)\.jsonl$")
+
+
+def order_langs(langs: set[str] | list[str]) -> list[str]:
+    """Table 1 order first, then any other language alphabetically."""
+    langs = set(langs)
+    return [l for l in XNLI_LANGS if l in langs] + sorted(langs - set(XNLI_LANGS))
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    if not values:
+        return math.nan, math.nan
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return m, 0.0
+    var = sum((v - m) ** 2 for v in values) / (len(values) - 1)
+    return m, math.sqrt(var)
+
+
+def accuracy_of_file(path: Path) -> tuple[float, int]:
+    """(accuracy in %, rows) of one predictions file."""
+    correct = total = 0
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                gold, pred = row["gold"], row["pred"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise BadInput(f"not a prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and 'pred'",
+                               path=path, position=n) from None
+            total += 1
+            correct += int(gold == pred)
+    if total == 0:
+        raise BadInput("predictions file is empty", path=path)
+    return 100.0 * correct / total, total
+
+
+@dataclass
+class RunScores:
+    """Accuracy per seed and language for one named run (possibly pooled from several folders)."""
+
+    name: str
+    folders: list[Path] = field(default_factory=list)
+    acc: dict[str, dict[str, float]] = field(default_factory=dict)    # seed key -> lang -> acc
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    encoding: str = ""
+    pretrain_runs: list[Path] = field(default_factory=list)
+
+    def langs(self) -> set[str]:
+        return {l for per in self.acc.values() for l in per}
+
+
+def read_finetune_folder(folder: Path, split: str) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]], dict[str, Any]]:
+    """Accuracy per seed and language from one finetune folder's prediction files."""
+    manifest = artifacts.read_manifest(folder, stage="finetune")
+    if manifest.get("config", {}).get("task", "xnli") != "xnli":
+        raise BadInput(f"not an xnli fine-tuning run (task {manifest['config'].get('task')!r})", path=folder)
+    pred_root = folder / "predictions"
+    acc: dict[str, dict[str, float]] = {}
+    rows: dict[str, dict[str, int]] = {}
+    seed_dirs = sorted(p for p in pred_root.glob("seed*") if p.is_dir()) if pred_root.is_dir() else []
+    for sd in seed_dirs:
+        for p in sorted(sd.glob("*.jsonl")):
+            m = _PRED_RE.match(p.name)
+            if not m or m["split"] != split:
+                continue
+            a, n = accuracy_of_file(p)
+            key = f"{folder.name}/{sd.name}"
+            acc.setdefault(key, {})[m["lang"]] = a
+            rows.setdefault(key, {})[m["lang"]] = n
+    if not acc:
+        raise BadInput(f"no {split} predictions (predictions/seed*/{split}.<lang>.jsonl)", path=folder)
+    return acc, rows, manifest
+
+
+def default_name(manifest: dict[str, Any], folder: Path) -> str:
+    enc = manifest.get("encoding") or manifest.get("config", {}).get("lang-encoding")
+    return str(enc) if enc else folder.name
+
+
+def collect(data: list[Path], names: list[str], split: str) -> list[RunScores]:
+    """Read every folder; group folders by name (in first-seen order)."""
+    runs: dict[str, RunScores] = {}
+    auto: list[tuple[str, Path]] = []
+    for i, folder in enumerate(data):
+        folder = Path(folder)
+        acc, rows, manifest = read_finetune_folder(folder, split)
+        name = names[i] if names else default_name(manifest, folder)
+        if not names:
+            auto.append((name, folder))
+        run = runs.setdefault(name, RunScores(name=name))
+        run.folders.append(folder)
+        run.encoding = run.encoding or str(manifest.get("encoding", ""))
+        for up in manifest.get("upstream", []) or []:
+            if isinstance(up, dict) and up.get("stage") == "pretrain":
+                run.pretrain_runs.append(Path(up["path"]))
+        for key, per in acc.items():
+            if key in run.acc:  # the same folder given twice
+                raise BadInput(f"folder given twice for run {name!r}", path=folder)
+            run.acc[key] = per
+            run.rows[key] = rows[key]
+    return list(runs.values())
+
+
+def score(runs: list[RunScores], langs: list[str] | None = None, baseline: str = "") -> dict[str, Any]:
+    """The numbers of Table 1 and Table 3 for each run, and the marked differences to the baseline."""
+    if not runs:
+        raise BadInput("no runs to score")
+    all_langs = set().union(*(r.langs() for r in runs))
+    if langs:
+        missing = [l for l in langs if l not in all_langs]
+        if missing:
+            raise BadInput(f"no predictions for language(s) {', '.join(missing)}")
+        table_langs = order_langs(langs)
+    else:
+        table_langs = order_langs(all_langs)
+    base_name = baseline or runs[0].name
+    if base_name not in {r.name for r in runs}:
+        raise BadInput(f"--baseline {base_name!r} is not one of the runs ({', '.join(r.name for r in runs)})")
+
+    out: dict[str, Any] = {"langs": table_langs, "baseline": base_name, "runs": {}}
+    for r in runs:
+        per_lang: dict[str, dict[str, Any]] = {}
+        for lang in table_langs:
+            vals = [per[lang] for per in r.acc.values() if lang in per]
+            m, s = mean_std(vals)
+            per_lang[lang] = {"mean": m, "std": s, "n": len(vals), "seeds": vals}
+        # average and transfer gap per seed (only over languages that seed has), then across seeds
+        avgs, gaps = [], []
+        for per in r.acc.values():
+            present = [l for l in table_langs if l in per]
+            if present:
+                avgs.append(sum(per[l] for l in present) / len(present))
+            others = [l for l in present if l != "en"]
+            if "en" in per and others:
+                gaps.append(per["en"] - sum(per[l] for l in others) / len(others))
+        am, asd = mean_std(avgs)
+        gm, gsd = mean_std(gaps)
+        out["runs"][r.name] = {
+            "folders": [str(f) for f in r.folders],
+            "pretrain_runs": [str(p) for p in dict.fromkeys(r.pretrain_runs)],
+            "encoding": r.encoding,
+            "n_seeds": len(r.acc),
+            "acc": per_lang,
+            "avg": {"mean": am, "std": asd, "n": len(avgs), "seeds": avgs},
+            "gap": {"mean": gm, "std": gsd, "n": len(gaps), "seeds": gaps},
+            "rows": {l: max((rw.get(l, 0) for rw in r.rows.values()), default=0) for l in table_langs},
+        }
+
+    base = out["runs"][base_name]
+    for name, r in out["runs"].items():
+        diffs: dict[str, Any] = {}
+        for key in table_langs + ["avg", "gap"]:
+            a = r["acc"][key] if key in table_langs else r[key]
+            b = base["acc"][key] if key in table_langs else base[key]
+            d = a["mean"] - b["mean"]
+            marked = (name != base_name and a["n"] >= 2 and b["n"] >= 2 and not math.isnan(d)
+                      and abs(d) > a["std"] + b["std"])
+            diffs[key] = {"diff": d, "marked": marked}
+        r["vs_baseline"] = diffs
+    return out
+
+
+def fmt_cell(stat: dict[str, Any], mark: dict[str, Any] | None = None, *, lower_is_better: bool = False) -> str:
+    """'72.7 ± 0.3' (+ an arrow when the difference to the baseline exceeds the seed spread)."""
+    m, s, n = stat["mean"], stat["std"], stat["n"]
+    if n == 0 or math.isnan(m):
+        return "-"
+    text = f"{m:.1f}" + (f" ± {s:.1f}" if n >= 2 else "")
+    if mark and mark.get("marked"):
+        better = (mark["diff"] < 0) if lower_is_better else (mark["diff"] > 0)
+        text += " ▲" if better else " ▼"
+    return text

@@ -1,0 +1,1 @@
+"""`xlp finetune`: XNLI classification (xnli.py) and multilingual translation (translation.py)."""

@@ -1,0 +1,206 @@
+"""XNLI / MNLI examples: reading TSVs, encoding them exactly as the pre-training run, caching, batching.
+
+TSV format (tab-separated, header row, no quoting: XNLI text contains quotes):
+    XNLI:  language  gold_label  sentence1  sentence2  genre ...
+    MNLI:  sentence1  sentence2  label  genre            (no language column: the file's language is given)
+Accepted column names: premise = sentence1 | premise, hypothesis = sentence2 | hypothesis,
+label = gold_label | label, language = language | lang (optional).
+Labels: contradiction (alias contradictory, as in the XNLI-MT files), neutral, entailment; rows whose label
+is "-" (no annotator consensus in MultiNLI) are skipped and counted. Anything else is an error.
+
+Input ids follow XLM's XNLI classifier (src/evaluation/xnli.py + concat_batches without position reset):
+    </s> premise </s> hypothesis </s>
+positions 0..T-1 continuously, and every token carries the example's language. Each sentence is cut to
+`max_len` tokens including its </s> markers, as XLM's `truncate` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from xlp_cli import artifacts
+from xlp_cli.errors import BadInput
+from xlp_cli.models.encoder import EOS_INDEX, PAD_INDEX
+
+LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids
+LABEL_IDS = {"contradiction": 0, "contradictory": 0, "neutral": 1, "entailment": 2}
+SKIP_LABELS = {"-"}
+
+_COLS = {
+    "premise": ("sentence1", "premise"),
+    "hypothesis": ("sentence2", "hypothesis"),
+    "label": ("gold_label", "label"),
+    "lang": ("language", "lang"),
+}
+
+
+@dataclass
+class Example:
+    id: str
+    lang: str
+    premise: str
+    hypothesis: str
+    label: int
+
+
+def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | None = None,
+             max_rows_per_lang: int = 0) -> tuple[dict[str, list[Example]], int]:
+    """Examples per language from one TSV, and the number of rows skipped for a '-' label."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput("no such TSV file", path=path)
+    out: dict[str, list[Example]] = {}
+    skipped = 0
+    with open(path, encoding="utf-8", newline="") as f:
+        header_line = f.readline()
+        header = [h.strip().lower() for h in header_line.rstrip("\r\n").split("\t")]
+        idx: dict[str, int] = {}
+        for key, names in _COLS.items():
+            for n in names:
+                if n in header:
+                    idx[key] = header.index(n)
+                    break
+        missing = [f"{_COLS[k][0]} (or {_COLS[k][1]})" for k in ("premise", "hypothesis", "label") if k not in idx]
+        if "lang" not in idx and default_lang is None:
+            missing.append("language")
+        if missing:
+            raise BadInput(f"missing column(s) {', '.join(missing)}; header is: {' '.join(header) or '(empty)'}",
+                           path=path, position=1)
+        width = max(idx.values()) + 1
+        for n, line in enumerate(f, 2):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            cells = line.split("\t")
+            if len(cells) < width:
+                raise BadInput(f"row has {len(cells)} columns, the header needs at least {width}", path=path, position=n)
+            label = cells[idx["label"]].strip()
+            if label in SKIP_LABELS:
+                skipped += 1
+                continue
+            if label.lower() not in LABEL_IDS:
+                raise BadInput(f"unknown label {label!r} (expected {', '.join(LABELS)})", path=path, position=n)
+            lang = cells[idx["lang"]].strip() if "lang" in idx else str(default_lang)
+            if langs is not None and lang not in langs:
+                continue
+            rows = out.setdefault(lang, [])
+            if max_rows_per_lang and len(rows) >= max_rows_per_lang:
+                continue
+            premise, hypothesis = cells[idx["premise"]], cells[idx["hypothesis"]]
+            if not premise.strip() or not hypothesis.strip():
+                raise BadInput("empty premise or hypothesis", path=path, position=n)
+            rows.append(Example(id=f"{path.name}:{n}", lang=lang, premise=premise, hypothesis=hypothesis,
+                                label=LABEL_IDS[label.lower()]))
+    return out, skipped
+
+
+def holdout_split(examples: list[Example], fraction: float = 0.1) -> tuple[list[Example], list[Example]]:
+    """Deterministic (train, held-out) split by a hash of the premise, so both hypotheses of a premise stay together."""
+    train, held = [], []
+    for ex in examples:
+        h = int(hashlib.sha1(ex.premise.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+        (held if h < fraction else train).append(ex)
+    return train, held
+
+
+# ---------------------------------------------------------------- encoding + cache
+@dataclass
+class Encoded:
+    """Token ids of one (split, language): the concatenated XLM input per example, and its label."""
+
+    ids: list[np.ndarray]
+    labels: np.ndarray
+    example_ids: list[str]
+    lang: str
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def build_input(premise_ids: list[int], hypothesis_ids: list[int], max_len: int) -> np.ndarray:
+    """</s> p </s> h </s>, each sentence (with its markers) cut to max_len like XLM's truncate."""
+    p = list(premise_ids)[: max_len - 2]
+    h = list(hypothesis_ids)[: max_len - 2]
+    return np.asarray([EOS_INDEX] + p + [EOS_INDEX] + h + [EOS_INDEX], dtype=np.int32)
+
+
+def encode_texts(text_encoder, texts: list[str], lang: str) -> list[list[int]]:
+    """Raw sentences -> ids through the run's own normalization, tokenization, lowercasing and BPE."""
+    many = getattr(text_encoder, "encode_batch", None)
+    if many is not None:
+        return [list(x) for x in many(texts, lang)]
+    return [list(text_encoder.encode(t, lang)) for t in texts]
+
+
+def encode_examples(examples: list[Example], text_encoder, lang: str, max_len: int, max_total: int) -> Encoded:
+    """Encode with the pre-training run's text pipeline for `lang`; the total is cut to the model's positions."""
+    premises = encode_texts(text_encoder, [e.premise for e in examples], lang)
+    hypotheses = encode_texts(text_encoder, [e.hypothesis for e in examples], lang)
+    ids = []
+    for p, h in zip(premises, hypotheses):
+        x = build_input(p, h, max_len)
+        if len(x) > max_total:  # the model has fewer positions than 2*max_len: cut the premise first
+            over = len(x) - max_total
+            keep_p = max(1, len(p) - over)
+            x = build_input(list(p)[:keep_p], h, max_len)[:max_total]
+            x[-1] = EOS_INDEX
+        ids.append(x)
+    return Encoded(ids=ids, labels=np.asarray([e.label for e in examples], dtype=np.int64),
+                   example_ids=[e.id for e in examples], lang=lang)
+
+
+def save_encoded(path: Path, enc: Encoded) -> None:
+    table = pa.table({
+        "id": pa.array(enc.example_ids, pa.string()),
+        "lang": pa.array([enc.lang] * len(enc), pa.string()),
+        "label": pa.array(enc.labels, pa.int8()),
+        "ids": pa.array([x.tolist() for x in enc.ids], pa.list_(pa.int32())),
+    })
+    artifacts.write_shard(path, table)
+
+
+def load_encoded(path: Path) -> Encoded:
+    t = artifacts.read_shard(path)
+    langs = t.column("lang").to_pylist()
+    return Encoded(ids=[np.asarray(x, dtype=np.int32) for x in t.column("ids").to_pylist()],
+                   labels=np.asarray(t.column("label").to_pylist(), dtype=np.int64),
+                   example_ids=t.column("id").to_pylist(), lang=langs[0] if langs else "")
+
+
+def cached_encode(cache: Path, examples: list[Example], text_encoder, lang: str, max_len: int, max_total: int) -> Encoded:
+    """Encode once; later runs (other seeds, resume) read the Parquet cache. The cache key includes the rows."""
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(f"{e.id}\t{e.premise}\t{e.hypothesis}\t{e.label}\n".encode("utf-8"))
+    path = cache.with_name(f"{cache.name}.{h.hexdigest()[:12]}.parquet")
+    if path.is_file():
+        return load_encoded(path)
+    enc = encode_examples(examples, text_encoder, lang, max_len, max_total)
+    save_encoded(path, enc)
+    return enc
+
+
+# ---------------------------------------------------------------- batches
+def collate(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad to the longest: (ids [B, T] long, pad_mask [B, T] True at padding)."""
+    t = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), t), PAD_INDEX, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.from_numpy(s.astype(np.int64))
+    return ids, ids.eq(PAD_INDEX)
+
+
+def eval_batches(enc: Encoded, batch_size: int) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    """Batches in length order (less padding); yields (row indices, ids, pad_mask)."""
+    order = np.argsort([len(x) for x in enc.ids], kind="stable")
+    for i in range(0, len(order), batch_size):
+        rows = order[i: i + batch_size]
+        ids, mask = collate([enc.ids[r] for r in rows])
+        yield rows, ids, mask

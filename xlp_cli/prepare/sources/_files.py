@@ -1,0 +1,135 @@
+"""Opening input files: compression by magic bytes, line iteration with UTF-8 checks, language from file names."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import re
+import zlib
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from xlp_cli.errors import BadInput
+from xlp_cli.prepare.records import ErrorPolicy
+
+_MAGIC = (
+    (b"\x1f\x8b", "gz"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+)
+# The exceptions a truncated or corrupt compressed stream raises while being read.
+ARCHIVE_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
+COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz"}
+
+
+def compression(path: Path) -> str:
+    """'gz', 'bz2', 'xz' or '' (plain), from the file's first bytes (not its name)."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    return ""
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """A buffered binary stream of the decompressed content of `path`."""
+    try:
+        kind = compression(path)
+        # (the decompressing files buffer themselves, 8 KiB at a time, so a damaged stream loses little)
+        if kind == "gz":
+            return gzip.GzipFile(path, "rb")
+        if kind == "bz2":
+            return bz2.BZ2File(path, "rb")
+        if kind == "xz":
+            return lzma.LZMAFile(path, "rb")
+        return open(path, "rb", buffering=1 << 16)
+    except OSError as e:
+        raise BadInput(f"cannot open: {e.strerror or e}", path=path) from None
+
+
+def archive_problem(e: BaseException) -> str:
+    """A short description of a decompression failure."""
+    if isinstance(e, EOFError):
+        return "truncated compressed file (unexpected end of stream)"
+    return f"corrupt compressed file ({type(e).__name__}: {e})"
+
+
+def iter_lines(path: Path, errors: ErrorPolicy) -> Iterator[tuple[int, str]]:
+    """(line number, text without the line break) for each line that decodes as UTF-8.
+
+    Invalid UTF-8 is a record-level problem (errors.bad, skippable); a truncated or corrupt archive
+    keeps the lines read before the damage and then reports it (errors.bad, skippable).
+    """
+    n = 0
+    with open_binary(path) as f:
+        try:
+            for n, raw in enumerate(f, 1):
+                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    errors.bad(f"invalid UTF-8 at byte {e.start} of the line", path=path, position=n)
+                    continue
+                yield n, line.rstrip("\r\n")
+        except ARCHIVE_ERRORS as e:
+            errors.bad(archive_problem(e) + f" after line {n}", path=path, position=n + 1)
+
+
+_LANG_PART = re.compile(r"^[a-z]{2,3}(?:[_-][A-Za-z]{2,4})?$")
+NOT_LANGS = {"txt", "gz", "bz2", "xz", "xml", "tsv", "raw", "tok", "zip", "tmx", "csv", "dev", "val", "tst"}
+
+
+def lang_from_name(path: Path, langs: list[str]) -> str | None:
+    """The language a file name declares in a dot-separated part: `train.de.gz` -> de, `x.en-sw.sw` -> sw.
+
+    With `langs`, only those count; the last matching part wins. Without, any 2-3 letter part that is
+    not a known extension counts.
+    """
+    parts = path.name.split(".")[1:] or []
+    for part in reversed(parts):
+        if langs:
+            if part in langs:
+                return part
+        elif _LANG_PART.match(part) and part.lower() not in NOT_LANGS:
+            return part
+    return None
+
+
+class TolerantStream:
+    """A read-only view of a decompressing stream that ends quietly where the data is damaged.
+
+    `read(n)` makes at most one underlying read (`read1`), so every byte decoded before the damage
+    comes out; then it returns b"" and keeps the exception in `.error` for the caller to report.
+    `eof` tells whether the stream ended (cleanly or not); `bytes` counts what was delivered.
+    """
+
+    def __init__(self, f: BinaryIO):
+        self.f = f
+        self.error: BaseException | None = None
+        self.eof = False
+        self.bytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        if self.eof:
+            return b""
+        try:
+            data = self.f.read1(n if n and n > 0 else 1 << 16)
+        except ARCHIVE_ERRORS as e:
+            self.error = e
+            data = b""
+        if not data:
+            self.eof = True
+        self.bytes += len(data)
+        return data
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> "TolerantStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,230 @@
+"""`--source commoncrawl`: CommonCrawl WET files (text) and WARC files (HTML responses), via warcio.
+
+- Records: WET `conversion` records (text/plain) and WARC `response` records whose HTTP Content-Type
+  is HTML (other responses, requests, metadata and warcinfo records are passed over). Plain or gzip
+  (per-record gzip as CommonCrawl ships it); warcio recognises both.
+- HTML -> text: `HtmlText`, a small `html.parser` extractor: drops script/style/noscript/template/svg/
+  head/nav/footer/form contents, starts a new line at block elements, collapses whitespace. The charset
+  comes from the HTTP header, else `<meta charset>`, else UTF-8; undecodable bytes become U+FFFD.
+- Language: py3langid (its shipped model, normalised probabilities) on the whole document. A document is
+  kept when its language is requested (`--lang`; empty: any) and the confidence is at least
+  `--lid-threshold`. An unknown `--lang` code is bad input.
+- Unit: one Mono per non-empty line of a kept document (WET puts one paragraph per line).
+  Origin: "file#target-uri".
+- A file that is not WARC, or is cut inside a record, is bad input with the record's byte offset
+  (`--on-error skip`: the records before it are kept and the file counts as a skip).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Iterator
+
+from xlp_cli.errors import BadInput
+from xlp_cli.prepare.sources import expand_inputs
+from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
+from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, TolerantStream, archive_problem, compression, open_binary
+
+NAME = "commoncrawl"
+
+SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "nav", "footer", "form", "iframe", "object",
+             "canvas", "select", "button", "textarea", "math"}
+BLOCK_TAGS = {"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "table",
+              "section", "article", "header", "aside", "blockquote", "pre", "dd", "dt", "dl", "hr", "title",
+              "main", "figure", "figcaption", "address", "caption"}
+VOID_TAGS = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr",
+             "param", "keygen"}
+_WS = re.compile(r"[ \t\r\f\v\u00a0]+")
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_HEADER_CHARSET = re.compile(r"charset\s*=\s*[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
+
+
+class HtmlText(HTMLParser):
+    """Visible text of an HTML page, one line per block element."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip_depth = 0
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in SKIP_TAGS and tag not in VOID_TAGS:
+            self.skip_depth += 1
+        elif tag in BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs) -> None:
+        if tag in BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in SKIP_TAGS and tag not in VOID_TAGS:
+            self.skip_depth = max(0, self.skip_depth - 1)
+        elif tag in BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip_depth:
+            self.parts.append(data)
+
+    def text(self) -> str:
+        lines = (_WS.sub(" ", line).strip() for line in "".join(self.parts).split("\n"))
+        return "\n".join(line for line in lines if line)
+
+
+def html_to_text(html: str) -> str:
+    parser = HtmlText()
+    parser.feed(html)
+    parser.close()
+    return parser.text()
+
+
+def decode_html(body: bytes, content_type: str | None) -> str:
+    charset = None
+    if content_type:
+        m = _HEADER_CHARSET.search(content_type)
+        if m:
+            charset = m.group(1)
+    if charset is None:
+        m = _META_CHARSET.search(body[:4096])
+        if m:
+            charset = m.group(1).decode("ascii", "replace")
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset name
+        return body.decode("utf-8", errors="replace")
+
+
+_IDENTIFIER = None
+
+
+def identifier():
+    """py3langid's shipped model with normalised probabilities (loaded once per process)."""
+    global _IDENTIFIER
+    if _IDENTIFIER is None:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        _IDENTIFIER = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    return _IDENTIFIER
+
+
+def identify(text: str) -> tuple[str, float]:
+    lang, conf = identifier().classify(text)
+    return lang, conf
+
+
+def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
+    inputs = expand_inputs(inputs)
+    known = set(identifier().labels)
+    unknown = [lang for lang in opts.langs if lang not in known]
+    if unknown:
+        raise BadInput(f"unknown language code(s) for the language identifier: {','.join(unknown)}")
+    per_lang: Counter[str] = Counter()
+    for path in inputs:
+        docs = 0
+        for uri, text in _documents(path, errors):
+            docs += 1
+            text = text.strip()
+            if not text:
+                continue
+            lang, conf = identify(text)
+            if (opts.langs and lang not in opts.langs) or conf < opts.lid_threshold:
+                continue
+            if opts.max_records and per_lang[lang] >= opts.max_records:
+                continue
+            for line in text.split("\n"):
+                line = line.strip()
+                if line:
+                    per_lang[lang] += 1
+                    yield Mono(lang, line, NAME, f"{path}#{uri}")
+        if docs == 0:
+            errors.bad("no WET conversion or WARC HTML response record found (empty or not CommonCrawl)", path=path)
+
+
+def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
+    """(target URI, text) of each document record, read with warcio.
+
+    A WET file whose Content-Length fields do not match its records, as hand-made files often are, is
+    re-read from the failing record on by its `WARC/1.x` separator lines, with a warning. Anything else warcio cannot read is bad input with the byte offset of the last good record.
+    """
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    done = 0  # records fully read
+    offset = 0
+    try:
+        with open_binary(path) as raw:  # decompressed here: whole-file gzip, bz2 and xz work too
+            head = raw.peek(6)[:6]
+            if head and not head.startswith(b"WARC/"):
+                errors.bad(f"not a WARC/WET file: it starts with {head!r}, not 'WARC/'", path=path, position="byte 0")
+                return
+            stream = TolerantStream(raw)
+            it = ArchiveIterator(stream)
+            for record in it:
+                text = _record_text(record)
+                offset = it.get_record_offset()  # (reads the record to its end: after the content)
+                done += 1
+                if text is not None:
+                    uri = record.rec_headers.get_header("WARC-Target-URI") or f"offset {offset}"
+                    yield uri, text
+        if stream.error is None:
+            return
+        raise stream.error
+    except (ArchiveLoadFailed, *ARCHIVE_ERRORS, ValueError) as e:
+        problem_exc = e
+        if isinstance(e, ARCHIVE_ERRORS):
+            problem = archive_problem(e)
+        else:
+            problem = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else 'bad record'}"
+    if done > 0 and not isinstance(problem_exc, ARCHIVE_ERRORS):
+        errors.warn(f"{path}: record {done + 1} does not match its Content-Length ({problem}); "
+                    "read the rest by WARC/1.x separator lines")
+        for i, (headers, body) in enumerate(_split_plain_warc(path)):
+            if i < done or headers.get("warc-type") != "conversion":
+                continue
+            yield headers.get("warc-target-uri", f"record {i + 1}"), body
+        return
+    errors.bad(f"not a readable WARC/WET file or cut inside a record ({problem})", path=path,
+               position=f"byte {offset}" + (" (decompressed)" if compression(path) else ""))
+
+
+def _split_plain_warc(path: Path) -> Iterator[tuple[dict[str, str], str]]:
+    """Records of an uncompressed WARC text file split at `WARC/1.x` lines that follow a blank line."""
+    headers: dict[str, str] | None = None
+    body: list[str] = []
+    in_headers = False
+    prev_blank = True
+    with open_binary(path) as f:
+        for raw in f:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if prev_blank and re.fullmatch(r"WARC/1\.[01]", line):
+                if headers is not None:
+                    yield headers, "\n".join(body).strip("\n")
+                headers, body, in_headers = {}, [], True
+            elif headers is not None and in_headers:
+                if line == "":
+                    in_headers = False
+                elif ":" in line:
+                    k, v = line.split(":", 1)
+                    headers[k.strip().lower()] = v.strip()
+            elif headers is not None:
+                body.append(line)
+            prev_blank = line == ""
+    if headers is not None:
+        yield headers, "\n".join(body).strip("\n")
+
+
+def _record_text(record) -> str | None:
+    """The document text of a WET conversion or WARC HTML response record; None for other records."""
+    kind = record.rec_type
+    if kind == "conversion":
+        return record.content_stream().read().decode("utf-8", errors="replace")
+    if kind == "response" and record.http_headers is not None:
+        ctype = record.http_headers.get_header("Content-Type") or ""
+        if "html" not in ctype.lower():
+            return None
+        return html_to_text(decode_html(record.content_stream().read(), ctype))
+    return None

@@ -1,0 +1,389 @@
+"""`--source gettext`: the machine's translation catalogs as an English -> xx parallel corpus (the offline default).
+
+Every Linux machine carries gettext catalogs, the material of OPUS's GNOME/KDE/Ubuntu corpora.
+
+- Where: without inputs, `<root>/<locale>/LC_MESSAGES/*.mo` (and `.po`) under `DEFAULT_ROOTS`
+  (/usr/share/locale, /usr/local/share/locale, /usr/share/locale-langpack) and every `.mo`/`.po` file in
+  a `LC_MESSAGES` or `locale(s)` folder inside the running Python's site-packages. Inputs replace these:
+  a folder is scanned the same way, a file is read as a catalog.
+- Formats: binary `.mo` (both byte orders, read with `struct`; offsets are checked, so a corrupt catalog is
+  bad input naming the file and the byte offset) and `.po` text (msgctxt/msgid/msgid_plural/msgstr[n],
+  continuation lines, C escapes; a syntax error names file and line). The charset comes from the
+  catalog header (default UTF-8).
+- Entries: the header (empty msgid), `#, fuzzy` and obsolete (`#~`) entries, empty translations, and
+  translations identical to their msgid are skipped. Plurals: the singular msgid with `msgstr[0]`.
+  Contexts (`msgctxt`) are dropped from the text.
+- Text cleanup (both sides): keyboard accelerators (`_File`, `&Open`, `(_F)`, `(&F)`), printf/Python/
+  Qt/brace placeholders (`%s`, `%2$d`, `%(name)s`, `{0}`, `{name}`, `%1`), the quotes or brackets they
+  leave empty, and `\\t` are removed;
+  whitespace is collapsed. Multi-line messages whose two sides have the same number of non-empty lines
+  are split into line pairs; otherwise the lines are joined with spaces. Entries with no letter left
+  are skipped.
+- Languages: a locale folder name is reduced to its language (`de_DE` -> de, `pt_BR` -> pt,
+  `zh_CN` -> zh). For each text domain and language one catalog is read: the plain one (`de` over
+  `de_CH`), else the preferred region (`PREFERRED_REGION`: zh_CN, pt_BR, ...), else the first by
+  name. Locales with a `@modifier` (`sr@latin`, `en@quot`) and English locales are not targets.
+  `--lang` selects target languages (en is always the source side).
+- Records: Pair("en", xx) per entry; with `--mono-from-parallel`, also Mono(xx) per translation and
+  Mono("en") once per distinct English message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+import sys
+import sysconfig
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterator
+
+from xlp_cli.errors import BadInput
+from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
+
+NAME = "gettext"
+DEFAULT_ROOTS = (Path("/usr/share/locale"), Path("/usr/local/share/locale"), Path("/usr/share/locale-langpack"))
+PREFERRED_REGION = {"zh": "zh_CN", "pt": "pt_BR", "en": "en_US", "es": "es_ES", "fr": "fr_FR", "de": "de_DE",
+                    "ar": "ar_SA", "bn": "bn_BD", "sr": "sr_RS", "nb": "nb_NO", "ro": "ro_RO"}
+LE_MAGIC, BE_MAGIC = 0x950412DE, 0xDE120495
+
+_ACCEL_PAREN = re.compile(r"\s*\((?:_|&)[^\s)]\)")  # CJK style "(_F)" / "(&F)"
+_ACCEL = re.compile(r"(?<![\w&])[_&](?=\w)")  # "_File", "&Open" (not "a_b" nor "&&")
+_PLACEHOLDER = re.compile(
+    r"%%"
+    r"|%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?[diouxXeEfFgGaAcspnm]"
+    r"|%\([^)]*\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # %(name)s
+    r"|%\d+"  # Qt %1
+    r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"  # {0} {name} {x:>3}
+    r"|\$\{?[A-Z_][A-Z0-9_]*\}?"  # $VAR ${VAR}
+)
+_EMPTY_PAIR = re.compile(r"[“\"'‘«»„‚「『(\[]\s*[”\"'’»«“‘」』)\]]")  # quotes/brackets a placeholder left empty
+_WS = re.compile(r"\s+")
+
+
+# ------------------------------------------------------------------ locating catalogs
+def locale_lang(locale: str) -> str | None:
+    """`de_DE` -> de, `pt_BR` -> pt, `zh_Hans` -> zh; None for `sr@latin`-style variants and non-locales."""
+    if "@" in locale or locale in ("C", "POSIX"):
+        return None
+    m = re.fullmatch(r"([a-z]{2,3})(?:[_-][A-Za-z0-9]{2,8})*(?:\.[\w-]+)?", locale)
+    return m.group(1) if m else None
+
+
+def _rank(locale: str, lang: str) -> tuple[int, str]:
+    base = locale.split(".")[0]
+    if base == lang:
+        return (0, base)
+    if PREFERRED_REGION.get(lang) == base:
+        return (1, base)
+    return (2, base)
+
+
+def find_catalogs(inputs: list[Path]) -> list[tuple[str, str, Path]]:
+    """(lang, locale, path) of the catalogs to read, one per (text domain, language)."""
+    found: list[tuple[str, Path]] = []  # (locale, path)
+    if inputs:
+        for p in inputs:
+            if p.is_dir():
+                found.extend(_scan(p))
+            elif p.suffix in (".mo", ".po"):
+                found.append((_locale_of(p), p))
+    else:
+        for root in DEFAULT_ROOTS:
+            if root.is_dir():
+                found.extend(_scan(root))
+        for sp in _site_packages():
+            found.extend(_scan(sp, only_locale_dirs=True))
+    best: dict[tuple[str, str], tuple[tuple[int, str], str, Path]] = {}
+    for locale, path in found:
+        lang = locale_lang(locale)
+        if lang is None or lang == "en":
+            continue
+        domain = f"{path.parent.parent.parent}|{path.stem}" if path.parent.name == "LC_MESSAGES" else str(path)
+        rank = _rank(locale, lang)
+        key = (domain, lang)
+        if key not in best or rank < best[key][0]:
+            best[key] = (rank, locale, path)
+    return sorted(((lang, locale, path) for (_, lang), (_, locale, path) in best.items()), key=lambda t: str(t[2]))
+
+
+def _locale_of(path: Path) -> str:
+    """The locale a catalog path names: `.../de/LC_MESSAGES/x.mo` -> de, `po/pt_BR.po` -> pt_BR."""
+    if path.parent.name == "LC_MESSAGES":
+        return path.parent.parent.name
+    return path.stem
+
+
+def _scan(root: Path, only_locale_dirs: bool = False) -> list[tuple[str, Path]]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git", "node_modules"))
+        in_messages = os.path.basename(dirpath) == "LC_MESSAGES"
+        if only_locale_dirs and not in_messages and "locale" not in dirpath.lower():
+            continue
+        for fn in sorted(filenames):
+            if fn.endswith((".mo", ".po")):
+                p = Path(dirpath) / fn
+                out.append((_locale_of(p), p))
+    return out
+
+
+def _site_packages() -> list[Path]:
+    paths = {sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib")}
+    paths |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    return sorted(Path(p) for p in paths if p and Path(p).is_dir())
+
+
+# ------------------------------------------------------------------ .mo / .po parsing
+def parse_mo(data: bytes, path: Path) -> Iterator[tuple[bytes, bytes]]:
+    """(msgid, msgstr) byte strings of a .mo file; bad offsets raise BadInput with the byte position."""
+    if len(data) < 28:
+        raise BadInput(f"not a .mo catalog: {len(data)} bytes, shorter than the 28-byte header", path=path,
+                       position="byte 0")
+    magic = struct.unpack("<I", data[:4])[0]
+    if magic == LE_MAGIC:
+        order = "<"
+    elif magic == BE_MAGIC:
+        order = ">"
+    else:
+        raise BadInput(f"not a .mo catalog: bad magic number 0x{magic:08x}", path=path, position="byte 0")
+    revision, count, orig_at, trans_at = struct.unpack(order + "4I", data[4:20])
+    if revision >> 16 not in (0, 1):
+        raise BadInput(f"unsupported .mo major revision {revision >> 16}", path=path, position="byte 4")
+    size = len(data)
+    for name, at in (("original", orig_at), ("translation", trans_at)):
+        if at + 8 * count > size:
+            raise BadInput(f"corrupt .mo catalog: the {name} string table ({count} entries at byte {at}) runs past "
+                           f"the end of the file ({size} bytes)", path=path, position=f"byte {at}")
+    for i in range(count):
+        ol, oo = struct.unpack_from(order + "2I", data, orig_at + 8 * i)
+        tl, to = struct.unpack_from(order + "2I", data, trans_at + 8 * i)
+        for length, offset, entry_at in ((ol, oo, orig_at + 8 * i), (tl, to, trans_at + 8 * i)):
+            if offset + length > size:
+                raise BadInput(f"corrupt .mo catalog: entry {i} points to bytes {offset}..{offset + length}, past "
+                               f"the end of the file ({size} bytes)", path=path, position=f"byte {entry_at}")
+        yield data[oo:oo + ol], data[to:to + tl]
+
+
+_ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "'": "'",
+        "?": "?"}
+
+
+def _po_unescape(s: str, path: Path, line: int) -> str:
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(s):
+            raise BadInput("dangling backslash in a .po string", path=path, position=line)
+        n = s[i + 1]
+        if n in _ESC:
+            out.append(_ESC[n])
+            i += 2
+        elif n in "01234567":
+            m = re.match(r"[0-7]{1,3}", s[i + 1:])
+            out.append(chr(int(m.group(0), 8)))
+            i += 1 + len(m.group(0))
+        elif n == "x":
+            m = re.match(r"[0-9A-Fa-f]+", s[i + 2:])
+            if not m:
+                raise BadInput("bad \\x escape in a .po string", path=path, position=line)
+            out.append(chr(int(m.group(0), 16)))
+            i += 2 + len(m.group(0))
+        else:
+            raise BadInput(f"unknown escape \\{n} in a .po string", path=path, position=line)
+    return "".join(out)
+
+
+def parse_po(text: str, path: Path) -> Iterator[tuple[str, str, bool]]:
+    """(msgid, msgstr, fuzzy) of a .po file; msgid with a context as `ctxt\\x04id`, plurals as in .mo (`\\x00`)."""
+    entry: dict[str, str] = {}
+    fuzzy = False
+    key: str | None = None
+    plural_forms: dict[int, str] = {}
+
+    def flush():
+        nonlocal entry, fuzzy, key, plural_forms
+        if "msgid" in entry:
+            msgid = entry["msgid"]
+            if "msgctxt" in entry:
+                msgid = entry["msgctxt"] + "\x04" + msgid
+            if "msgid_plural" in entry:
+                msgid += "\x00" + entry["msgid_plural"]
+                msgstr = "\x00".join(plural_forms[k] for k in sorted(plural_forms))
+            else:
+                msgstr = entry.get("msgstr", "")
+            yield msgid, msgstr, fuzzy
+        entry, fuzzy, key, plural_forms = {}, False, None, {}
+
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if key is not None and "msgid" in entry and ("msgstr" in entry or plural_forms):
+                yield from flush()
+            if line.startswith("#,") and "fuzzy" in line:
+                fuzzy = True
+            continue
+        m = re.match(r'^(msgctxt|msgid_plural|msgid|msgstr(?:\[(\d+)\])?)\s+"(.*)"$', line)
+        if m:
+            kw, idx, body = m.group(1), m.group(2), m.group(3)
+            if kw in ("msgctxt", "msgid") and ("msgstr" in entry or plural_forms):
+                keep_fuzzy = fuzzy
+                yield from flush()
+                fuzzy = keep_fuzzy and False
+            value = _po_unescape(body, path, n)
+            if idx is not None:
+                key = f"msgstr[{idx}]"
+                plural_forms[int(idx)] = value
+            else:
+                key = kw
+                entry[kw] = value
+            continue
+        m = re.match(r'^"(.*)"$', line)
+        if m and key is not None:
+            value = _po_unescape(m.group(1), path, n)
+            if key.startswith("msgstr["):
+                idx = int(key[7:-1])
+                plural_forms[idx] += value
+            else:
+                entry[key] += value
+            continue
+        raise BadInput(f"not .po syntax: {line[:60]!r}", path=path, position=n)
+    yield from flush()
+
+
+def _charset(header: str) -> str:
+    m = re.search(r"charset=([A-Za-z0-9_.:-]+)", header)
+    cs = m.group(1) if m else "utf-8"
+    return "utf-8" if cs.upper() in ("CHARSET", "ASCII", "US-ASCII", "ANSI_X3.4-1968") else cs
+
+
+def catalog_entries(path: Path, errors: ErrorPolicy) -> Iterator[tuple[int, str, str]]:
+    """(entry index, msgid, msgstr) of the usable entries of one catalog (see the module docstring)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BadInput(f"cannot read: {e.strerror or e}", path=path) from None
+    if path.suffix == ".po":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            head = data[:4096].decode("latin-1")
+            cs = _charset(head)
+            try:
+                text = data.decode(cs)
+            except (UnicodeDecodeError, LookupError):
+                errors.bad(f"invalid {cs} text at byte {e.start}", path=path, position=f"byte {e.start}")
+                return
+        for i, (msgid, msgstr, fuzzy) in enumerate(parse_po(text, path)):
+            if not fuzzy and msgid:
+                yield i, msgid, msgstr
+        return
+    pairs = list(parse_mo(data, path))
+    header = next((t for o, t in pairs if o == b""), b"").decode("latin-1")
+    cs = _charset(header)
+    for i, (o, t) in enumerate(pairs):
+        if not o:
+            continue
+        try:
+            yield i, o.decode(cs), t.decode(cs)
+        except UnicodeDecodeError as e:
+            errors.bad(f"entry {i} is not valid {cs} (byte {e.start} of the string)", path=path,
+                       position=f"entry {i}")
+        except LookupError:
+            raise BadInput(f"unknown charset {cs!r} in the catalog header", path=path) from None
+
+
+# ------------------------------------------------------------------ cleaning
+def clean_message(s: str, accel: str | None = None) -> str:
+    """Remove placeholders and keyboard accelerators. `accel` ('_' or '&'): the msgid marks an accelerator
+    with it, so its first use before a letter is removed anywhere in `s` (translations put it mid-word:
+    `Datei ö_ffnen`); without it only a marker at a word start counts (`snake_case` names stay)."""
+    s = s.replace("\t", " ")
+    s = _ACCEL_PAREN.sub("", s)
+    s = _PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else " ", s)
+    if accel:
+        s = re.sub(rf"(?<!{re.escape(accel)}){re.escape(accel)}(?=\w)", "", s, count=1)
+    s = _ACCEL.sub("", s)
+    s = s.replace("&&", "&")
+    s = _EMPTY_PAIR.sub(" ", s)
+    return _WS.sub(" ", s).strip(" :")
+
+
+def accelerator(msgid: str) -> str | None:
+    """'_' or '&' when the English message marks a keyboard accelerator with it."""
+    m = _ACCEL.search(_PLACEHOLDER.sub(" ", msgid))
+    return m.group(0) if m else None
+
+
+def message_pairs(msgid: str, msgstr: str) -> list[tuple[str, str]]:
+    """Cleaned (English, translation) pairs of one catalog entry; [] when it has no usable text."""
+    msgid = msgid.split("\x04", 1)[-1].split("\x00", 1)[0]
+    msgstr = msgstr.split("\x00", 1)[0]
+    if not msgstr.strip() or msgstr == msgid:
+        return []
+    a = [x for x in msgid.split("\n") if x.strip()]
+    b = [x for x in msgstr.split("\n") if x.strip()]
+    pairs = list(zip(a, b)) if len(a) == len(b) else [(" ".join(a), " ".join(b))]
+    accel = accelerator(msgid)
+    out = []
+    for x, y in pairs:
+        x, y = clean_message(x, accel), clean_message(y, accel)
+        if x and y and x != y and any(c.isalpha() for c in x) and any(c.isalpha() for c in y):
+            out.append((x, y))
+    return out
+
+
+# ------------------------------------------------------------------ reader
+def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono | Pair]:
+    catalogs = find_catalogs(inputs)
+    if not catalogs:
+        where = ", ".join(str(p) for p in inputs[:3]) if inputs else ", ".join(str(r) for r in DEFAULT_ROOTS)
+        raise BadInput(f"no .mo/.po catalog of a non-English language found (looked in {where})")
+    targets = [lang for lang in opts.langs if lang != "en"]
+    want_en_mono = opts.mono_from_parallel and (not opts.langs or "en" in opts.langs)
+    seen_en: set[bytes] = set()
+    per_pair: Counter[str] = Counter()
+    per_lang: Counter[str] = Counter()
+    for lang, _locale, path in catalogs:
+        if targets and lang not in targets:
+            continue
+        if opts.max_records and per_pair[lang] >= opts.max_records:
+            continue
+        for i, msgid, msgstr in catalog_entries(path, errors):
+            for en, xx in message_pairs(msgid, msgstr):
+                origin = f"{path}:{i}"
+                per_pair[lang] += 1
+                yield Pair("en", lang, en, xx, NAME, origin)
+                if opts.mono_from_parallel:
+                    per_lang[lang] += 1
+                    yield Mono(lang, xx, NAME, origin)
+                    if want_en_mono:
+                        h = hashlib.blake2b(en.encode("utf-8"), digest_size=8).digest()
+                        if h not in seen_en:
+                            seen_en.add(h)
+                            yield Mono("en", en, NAME, origin)
+            if opts.max_records and per_pair[lang] >= opts.max_records:
+                break
+
+
+def count_pairs(langs: list[str] | None = None) -> dict[str, int]:
+    """Pairs per language on this machine (for docs and demos): `python -m xlp_cli.prepare.sources.gettext`."""
+    counts: Counter[str] = Counter()
+    for r in read([], SourceOptions(langs=langs or []), ErrorPolicy("skip")):
+        counts[r.lang2] += 1
+    return dict(counts)
+
+
+if __name__ == "__main__":  # pragma: no cover - a measuring aid
+    import json
+
+    print(json.dumps(count_pairs(sys.argv[1].split(",") if len(sys.argv) > 1 else None), indent=1))

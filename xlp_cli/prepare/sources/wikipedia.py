@@ -1,0 +1,277 @@
+"""`--source wikipedia`: MediaWiki `pages-articles` XML dumps -> one Mono per paragraph of article text.
+
+- Plain, .bz2, .xz or .gz (recognised by content). Streamed with `ElementTree.iterparse`; each `<page>`
+  is converted and then cleared from the tree, so memory stays flat whatever the dump size.
+- Encoding: expat honours the XML declaration and a BOM (one sample dump is UTF-16 LE with BOM).
+- Truncation: a dump that ends inside the XML (or whose compressed stream ends early) keeps every page
+  completed before the cut, and `errors.warn`s (the manifest records it). Malformed XML elsewhere is
+  bad input with file, line and column (`--on-error skip`: keep the pages before it, count a skip).
+- Articles only: `<ns>0</ns>` (or, in dumps without `<ns>`, a title without a namespace prefix), no
+  `<redirect>` pages and no `#REDIRECT` text.
+- Wikitext -> plain text with mwparserfromhell: templates, tables, refs and other non-prose tags
+  (`DROP_TAGS`), comments, headings, file/image/category links (English and the dump's localised
+  namespace names), interlanguage links, bare URLs and magic words are removed; link texts, external link
+  titles, list item texts and HTML entities (decoded) are kept. A last safety net drops any line that
+  still carries markup (`{{`, `}}`, `[[`, `]]`, `{|`, `|}`, `|-`, `<ref`, table-row starts).
+- Unit: one record per non-empty line of the converted article (a paragraph or list item), as
+  WikiExtractor writes it for XLM's get-data-wiki.sh. Origin: "file#title".
+- Language: the `<dbname>` in `<siteinfo>` (`bgwiki` -> bg), else the file name (`elwiki-...`), else the
+  root's `xml:lang`, else a single `--lang`. Files in a language not among `--lang` are skipped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+import mwparserfromhell
+from mwparserfromhell.nodes import (Argument, Comment, ExternalLink, Heading, HTMLEntity, Tag, Template, Text,
+                                    Wikilink)
+
+from xlp_cli import ui
+from xlp_cli.errors import BadInput
+from xlp_cli.prepare.sources import expand_inputs
+from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
+from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, open_binary
+
+NAME = "wikipedia"
+
+DROP_TAGS = {
+    "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline", "imagemap",
+    "syntaxhighlight", "source", "pre", "code", "templatedata", "graph", "mapframe", "maplink", "hiero",
+    "noinclude", "includeonly", "onlyinclude", "categorytree", "inputbox", "section", "poem", "charinsert",
+    "references", "indicator", "templatestyles", "style", "script", "sup", "sub", "small", "big",
+}
+BREAK_TAGS = {"br", "hr", "li", "dt", "dd", "p", "div", "tr", "td", "th", "blockquote", "center"}
+# Canonical (English) names of the namespaces whose links are not prose: File (6), Category (14), ...
+DEFAULT_LINK_NAMESPACES = {"file", "image", "media", "category", "template", "wikipedia", "help", "portal",
+                           "special", "user", "talk", "module", "draft", "mediawiki", "wp", "wikt", "wiktionary",
+                           "commons", "s", "q", "n", "b", "v", "voy", "species", "d", "mw", "meta", "m", "w"}
+NON_PROSE_NS_KEYS = {"-2", "-1", "2", "4", "6", "8", "10", "12", "14", "100", "828"}
+_INTERWIKI = re.compile(r"^[a-z]{2,3}(?:-[a-z0-9-]+)?$|^simple$")
+_RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|\|-|<ref|</ref|^\s*[|!]")
+_MAGIC = re.compile(r"__[A-ZÀ-ÿ_]+__")
+_BOLD_ITALIC = re.compile(r"'{2,}")
+_MEDIA_FILE = re.compile(r"\.(?:jpe?g|png|svg|gif|tiff?|ogg|ogv|oga|webm|mp3|wav|pdf|djvu)\s*$", re.IGNORECASE)
+_EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)|\[\s*\]")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;.:)])")
+_SPACES = re.compile(r"[ \t\u00a0]+")
+_REDIRECT = re.compile(r"^\s*#\s*\S+\s*:?\s*\[\[", re.UNICODE)
+# expat error codes that mean "the document ended early" (not a syntax error in the middle)
+_TRUNCATED_CODES = {3, 5, 6, 20}  # no element found, unclosed token, partial character, unclosed CDATA
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _child_text(elem: ET.Element, name: str) -> str | None:
+    for child in elem:
+        if _local(child.tag) == name:
+            return child.text or ""
+    return None
+
+
+def _child(elem: ET.Element, name: str) -> ET.Element | None:
+    for child in elem:
+        if _local(child.tag) == name:
+            return child
+    return None
+
+
+def lang_from_dbname(dbname: str) -> str | None:
+    m = re.match(r"^([a-z_]+?)wiki$", dbname.strip())
+    return m.group(1).replace("_", "-") if m else None
+
+
+def lang_from_filename(path: Path) -> str | None:
+    m = re.match(r"^([a-z_]+?)wiki-", path.name)
+    return m.group(1).replace("_", "-") if m else None
+
+
+# ------------------------------------------------------------------ wikitext -> plain text
+def wikitext_to_lines(wikitext: str, link_namespaces: set[str]) -> list[str]:
+    """Plain-text paragraphs of an article's wikitext (see the module docstring for what is kept)."""
+    code = mwparserfromhell.parse(wikitext, skip_style_tags=True)
+    text = _plain(code, link_namespaces)
+    lines = []
+    for line in text.split("\n"):
+        line = _BOLD_ITALIC.sub("", line)
+        line = _MAGIC.sub("", line)
+        line = _EMPTY_BRACKETS.sub("", line)
+        line = _SPACES.sub(" ", line)
+        line = _SPACE_BEFORE_PUNCT.sub(r"\1", line).strip()
+        # list/definition/indent markers left at the start of a line
+        line = line.lstrip("*#:;").strip()
+        if not line or _RESIDUE.search(line):
+            continue
+        if not any(ch.isalnum() for ch in line):
+            continue
+        lines.append(line)
+    return lines
+
+
+def _plain(code, link_namespaces: set[str]) -> str:
+    out: list[str] = []
+    for node in code.nodes:
+        if isinstance(node, Text):
+            out.append(node.value)
+        elif isinstance(node, Wikilink):
+            out.append(_link_text(node, link_namespaces))
+        elif isinstance(node, Tag):
+            name = str(node.tag).strip().lower()
+            if name in DROP_TAGS:
+                continue
+            if name == "nowiki":
+                out.append(str(node.contents) if node.contents else "")
+                continue
+            if name in BREAK_TAGS and (node.self_closing or node.wiki_markup):
+                out.append("\n" if name in ("br", "hr", "p", "div") else "")
+            if node.contents is not None and not node.self_closing:
+                inner = _plain(node.contents, link_namespaces)
+                out.append(inner)
+                if name in ("p", "div", "li", "blockquote", "center"):
+                    out.append("\n")
+        elif isinstance(node, HTMLEntity):
+            out.append(node.normalize())
+        elif isinstance(node, ExternalLink):
+            if node.brackets and node.title:
+                out.append(_plain(node.title, link_namespaces))
+        elif isinstance(node, (Template, Comment, Heading, Argument)):
+            if isinstance(node, Heading):
+                out.append("\n")
+            continue
+        # anything else (parameters, unknown nodes) is markup: dropped
+    return html.unescape("".join(out))
+
+
+def _link_text(link: Wikilink, link_namespaces: set[str]) -> str:
+    title = str(link.title).strip()
+    if not title.startswith(":"):
+        prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
+        if prefix and (prefix in link_namespaces or _INTERWIKI.match(prefix)):
+            return ""
+    if _MEDIA_FILE.search(title.split("|")[0]):  # an image under a namespace alias (Εικόνα:, Hình:)
+        return ""
+    if link.text is not None:
+        if "|" in str(link.text):  # [[X|thumb|right|caption]]: an image too
+            return ""
+        return _plain(link.text, link_namespaces)
+    return _plain(link.title, link_namespaces).lstrip(":")
+
+
+# ------------------------------------------------------------------ dump reader
+def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
+    inputs = expand_inputs(inputs)
+    per_lang: Counter[str] = Counter()
+    for path in inputs:
+        yield from _read_dump(path, opts, errors, per_lang)
+
+
+def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter) -> Iterator[Mono]:
+    lang: str | None = None
+    root_lang: str | None = None
+    link_ns = set(DEFAULT_LINK_NAMESPACES)
+    prose_ns_names: set[str] = set()  # localized names of non-article namespaces (for dumps without <ns>)
+    pages = 0
+    stream = open_binary(path)
+    reader = TolerantStream(stream)
+    root: ET.Element | None = None
+
+    def resolve_lang() -> str:
+        nonlocal lang
+        if lang is None:
+            lang = lang_from_filename(path) or root_lang
+            if lang is None:
+                if len(opts.langs) == 1:
+                    lang = opts.langs[0]
+                else:
+                    raise BadInput("cannot tell the dump's language (no <dbname>, no 'xxwiki-' file name): give one --lang",
+                                   path=path)
+        return lang
+
+    try:
+        for event, elem in ET.iterparse(reader, events=("start", "end")):
+            if event == "start":
+                if root is None:
+                    root = elem
+                    root_lang = elem.get("{http://www.w3.org/XML/1998/namespace}lang")
+                continue
+            tag = _local(elem.tag)
+            if tag == "siteinfo":
+                dbname = _child_text(elem, "dbname")
+                if dbname:
+                    lang = lang_from_dbname(dbname)
+                nss = _child(elem, "namespaces")
+                if nss is not None:
+                    for ns in nss:
+                        if ns.get("key") in NON_PROSE_NS_KEYS and ns.text:
+                            link_ns.add(ns.text.strip().lower())
+                            prose_ns_names.add(ns.text.strip().lower())
+                if root is not None:
+                    root.clear()
+            elif tag == "page":
+                page_lang = resolve_lang()
+                if opts.langs and page_lang not in opts.langs:
+                    ui.info(f"{path}: language {page_lang} is not among --lang {','.join(opts.langs)}; skipped")
+                    return
+                pages += 1
+                yield from _page_records(path, elem, page_lang, link_ns, prose_ns_names, errors, opts, per_lang)
+                if root is not None:
+                    root.clear()
+                if opts.max_records and per_lang[page_lang] >= opts.max_records:
+                    return
+        if reader.error is not None:  # damage right after a complete document: still report it
+            errors.bad(f"{archive_problem(reader.error)} after the end of the XML", path=path,
+                       position=f"byte {reader.bytes} of the decompressed stream")
+    except ET.ParseError as e:
+        line, col = e.position
+        damaged = reader.error
+        if damaged is not None and not isinstance(damaged, EOFError):
+            errors.bad(f"{archive_problem(damaged)}; kept the {pages} complete pages before it", path=path,
+                       position=f"byte {reader.bytes} of the decompressed stream")
+        elif damaged is not None:
+            errors.warn(f"{path}: truncated dump ({archive_problem(damaged)}); kept the {pages} complete pages")
+        elif reader.eof and e.code in _TRUNCATED_CODES:
+            errors.warn(f"{path}: truncated dump ({e.msg.split(':')[0]} at line {line}); kept the {pages} complete pages")
+        else:
+            errors.bad(f"malformed XML: {e.msg.split(':')[0]} (kept the {pages} pages before it)", path=path,
+                       position=f"{line}:{col}")
+    finally:
+        stream.close()
+    if pages == 0:
+        errors.bad("no <page> found: not a MediaWiki pages-articles dump, or empty", path=path)
+
+
+def _page_records(path: Path, page: ET.Element, lang: str, link_ns: set[str], prose_ns_names: set[str],
+                  errors: ErrorPolicy, opts: SourceOptions, per_lang: Counter) -> Iterator[Mono]:
+    title = (_child_text(page, "title") or "").strip()
+    ns = _child_text(page, "ns")
+    if ns is not None:
+        if ns.strip() != "0":
+            return
+    elif ":" in title and title.split(":", 1)[0].strip().lower() in (prose_ns_names | DEFAULT_LINK_NAMESPACES):
+        return
+    if _child(page, "redirect") is not None:
+        return
+    rev = _child(page, "revision")
+    if rev is None:
+        return
+    text = _child_text(rev, "text")
+    if not text or _REDIRECT.match(text) and text.lstrip()[:30].lower().startswith(("#redirect", "#")) and "[[" in text[:200]:
+        return
+    try:
+        lines = wikitext_to_lines(text, link_ns)
+    except Exception as e:  # mwparserfromhell gives up on some pathological wikitext
+        errors.bad(f"wikitext could not be parsed ({type(e).__name__}: {e})", path=path, position=f"#{title}")
+        return
+    origin = f"{path}#{title}"
+    for line in lines:
+        per_lang[lang] += 1
+        yield Mono(lang, line, NAME, origin)
+        if opts.max_records and per_lang[lang] >= opts.max_records:
+            return

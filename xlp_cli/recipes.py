@@ -1,0 +1,357 @@
+"""`xlp run RECIPE.toml`: chain the stages of a TOML recipe, skipping the ones already done.
+
+A recipe has one table per stage; its keys are exactly the stage's flags (see `docs/recipes.md`):
+
+    [recipe]                 out = "out/demo" (root of every stage folder), title = "..."
+    [prepare]                xlp prepare
+    [bpe]                    xlp bpe learn   (then `xlp bpe apply`, whose keys go in an optional [bpe-apply])
+    [vocab-score]            xlp vocab-score
+    [[pretrain]]             xlp pretrain, once per entry (e.g. one per language encoding); `name` names the run
+    [finetune]               xlp finetune, once per pretrain run (an array [[finetune]] gives several per run)
+    [[evaluate]]             xlp evaluate, once per entry (xnli: every finetune run; lexicon/analysis: every pretrain run)
+
+Wiring: a stage without `data` reads the folders of the stages before it; without `out` it writes to
+`<recipe.out>/<stage>[/<name>]`. `data = ["@prepare", "@pretrain.xlp", "/abs/folder"]` names stages
+explicitly ("@pretrain" = every pretrain run). The order follows these references (a cycle is an error).
+
+A stage is skipped when its folder's manifest was written by the same stage with the same config (volatile
+keys such as --force, --device or thread counts aside) and no stage it reads was re-run now. Any other stage
+runs, and an interrupted one resumes by itself (each stage resumes from what its folder holds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli.commands import _load
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+
+# stage -> (config class, run function, the `stage` its manifest records)
+STAGES: dict[str, tuple[str, str, str]] = {
+    "prepare": ("xlp_cli.prepare.config:PrepareConfig", "xlp_cli.prepare.run:run", "prepare"),
+    "bpe": ("xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "bpe-learn"),
+    "bpe-apply": ("xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply", "bpe-apply"),
+    "vocab-score": ("xlp_cli.vocab.config:VocabConfig", "xlp_cli.vocab.run:run", "vocab-score"),
+    "pretrain": ("xlp_cli.train.config:PretrainConfig", "xlp_cli.train.pretrain:run", "pretrain"),
+    "finetune": ("xlp_cli.finetune.config:FinetuneConfig", "xlp_cli.finetune.run:run", "finetune"),
+    "evaluate": ("xlp_cli.evaluate.config:EvaluateConfig", "xlp_cli.evaluate.run:run", "evaluate"),
+}
+ORDER = list(STAGES)
+RECIPE_KEYS = ("out", "title")
+# keys whose change does not change a stage's result (ignored when deciding whether a stage is done)
+VOLATILE = {"force", "resume", "threads", "num-threads", "device", "workers", "log-every", "eval-batch-size",
+            "compile", "batch-rows"}
+PATH_KEYS = {"out", "data"}
+
+
+@dataclasses.dataclass
+class RunConfig:
+    recipe: list[Path] = opt(factory=list, help="The recipe TOML file (e.g. pipelines/demo.toml).", argument=True)
+    out: Path | None = opt(None, "Root folder of the stage outputs (overrides the recipe's [recipe] out).")
+    only: list[str] = opt(factory=list, help="Run only these stages (e.g. pretrain or pretrain.xlp); the others must be done.")
+    force: bool = opt(False, "Pass --force to every stage that runs (overwrite folders written with another config).")
+    dry_run: bool = opt(False, "Print the plan (stage, folder, done or to run) and stop.")
+
+    def validate(self) -> None:
+        if len(self.recipe) != 1:
+            raise BadInput("give exactly one recipe file: xlp run RECIPE.toml")
+
+
+@dataclasses.dataclass
+class Node:
+    id: str                 # "prepare", "pretrain.xlp", "evaluate.xnli", ...
+    stage: str
+    name: str               # run name (pretrain/finetune/evaluate entries), else the stage
+    values: dict[str, Any]  # the table's keys, then wiring
+    where: str
+    deps: list[str] = dataclasses.field(default_factory=list)
+    parent: str = ""        # finetune: the pretrain node it starts from
+    cfg: Any = None
+    status: str = ""
+    seconds: float = 0.0
+    summary: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------- parsing
+def _entries(value: Any, stage: str, path: Path) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return value
+    raise BadInput(f"[{stage}] must be a table or an array of tables", path=path)
+
+
+def _norm_key(k: str) -> str:
+    return k.replace("_", "-")
+
+
+def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, Node], dict[str, Any]]:
+    raw = cfgmod.load_toml(recipe)
+    meta = dict(raw.pop("recipe", {}) or {})
+    for k in meta:
+        if _norm_key(k) not in RECIPE_KEYS:
+            raise BadInput(f"unknown key '{k}' in [recipe]; valid keys: {', '.join(RECIPE_KEYS)}", path=recipe)
+    unknown = [k for k in raw if _norm_key(k) not in STAGES]
+    if unknown:
+        raise BadInput(f"unknown stage [{unknown[0]}]; valid stages: recipe, {', '.join(ORDER)}", path=recipe)
+    root = Path(root_override or meta.get("out", "out/" + recipe.stem))
+    tables = {_norm_key(k): _entries(v, _norm_key(k), recipe) for k, v in raw.items()}
+    if "bpe" in tables and "bpe-apply" not in tables:
+        tables["bpe-apply"] = [{}]
+    if "bpe-apply" in tables and "bpe" not in tables and not any("data" in e or "codes" in e for e in tables["bpe-apply"]):
+        raise BadInput("[bpe-apply] needs a [bpe] stage (or its own codes/data)", path=recipe)
+
+    nodes: dict[str, Node] = {}
+
+    def add(node: Node) -> None:
+        if node.id in nodes:
+            raise BadInput(f"two stages are called {node.id!r}; give each [[{node.stage}]] entry its own name", path=recipe)
+        nodes[node.id] = node
+
+    for stage in ("prepare", "bpe", "bpe-apply", "vocab-score"):
+        for i, e in enumerate(tables.get(stage, [])):
+            if len(tables[stage]) > 1:
+                raise BadInput(f"[{stage}] may appear only once", path=recipe)
+            add(Node(stage, stage, stage, dict(e), f"{recipe} [{stage}]"))
+    pretrain_names = []
+    for i, e in enumerate(tables.get("pretrain", [])):
+        e = dict(e)
+        name = str(e.pop("name", "") or e.get("lang-encoding", e.get("lang_encoding", "")) or f"run{i + 1}")
+        pretrain_names.append(name)
+        add(Node(f"pretrain.{name}", "pretrain", name, e, f"{recipe} [[pretrain]] {name}"))
+    ft_entries = tables.get("finetune", [])
+    for j, e in enumerate(ft_entries):
+        e = dict(e)
+        suffix = str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else ""))
+        if "data" in e or not pretrain_names:
+            name = suffix or "finetune"
+            add(Node(f"finetune.{name}", "finetune", name, e, f"{recipe} [finetune] {name}"))
+            continue
+        for p in pretrain_names:
+            name = p + (f"-{suffix}" if suffix else "")
+            add(Node(f"finetune.{name}", "finetune", name, dict(e), f"{recipe} [finetune] {name}", parent=f"pretrain.{p}"))
+    seen_tasks: dict[str, int] = {}
+    for e in tables.get("evaluate", []):
+        e = dict(e)  # `name` is a real `xlp evaluate` flag here (run names), so the entry is named by its task
+        task = str(e.get("task", "xnli"))
+        seen_tasks[task] = seen_tasks.get(task, 0) + 1
+        name = task if seen_tasks[task] == 1 else f"{task}{seen_tasks[task]}"
+        add(Node(f"evaluate.{name}", "evaluate", name, e, f"{recipe} [[evaluate]] {name}"))
+
+    wire(nodes, root)
+    return nodes, {"root": root, "title": meta.get("title", "")}
+
+
+def _ref(nodes: dict[str, Node], ref: str, where: str) -> list[str]:
+    """'@prepare' / '@pretrain.xlp' / '@pretrain' (all of that stage) -> node ids."""
+    key = _norm_key(ref[1:])
+    if key in nodes:
+        return [key]
+    group = [n for n in nodes if n.startswith(key + ".")]
+    if group:
+        return group
+    raise BadInput(f"unknown stage '{ref}' in data (known: {', '.join(nodes)})", path=where)
+
+
+def wire(nodes: dict[str, Node], root: Path) -> None:
+    """Fill in each node's default `data` and `out`, and its dependencies."""
+    ids = list(nodes)
+
+    def first(*stages: str) -> list[str]:
+        for s in stages:
+            if s in nodes:
+                return [s]
+        return []
+
+    for node in nodes.values():
+        v = node.values
+        v_keys = {_norm_key(k) for k in v}
+        sub = node.name if node.stage in ("pretrain", "finetune", "evaluate") else None
+        if "out" not in v_keys:
+            v["out"] = str(root / node.stage / sub) if sub else str(root / {"bpe-apply": "ids", "vocab-score": "vocab"}.get(node.stage, node.stage))
+        if "data" in v_keys:
+            data = v.pop("data")
+            data = [data] if isinstance(data, str) else list(data)
+            resolved: list[str] = []
+            for d in data:
+                if isinstance(d, str) and d.startswith("@"):
+                    for dep in _ref(nodes, d, node.where):
+                        node.deps.append(dep)
+                        resolved.append(f"@{dep}")
+                else:
+                    resolved.append(str(d))
+            v["data"] = resolved
+            continue
+        deps: list[str] = []
+        if node.stage == "bpe":
+            deps = first("prepare")
+        elif node.stage == "bpe-apply":
+            deps = first("prepare") + first("bpe")
+        elif node.stage == "vocab-score":
+            deps = first("bpe-apply", "prepare")
+        elif node.stage == "pretrain":
+            deps = first("bpe-apply", "prepare") + first("vocab-score")
+        elif node.stage == "finetune":
+            task = v.get("task", "xnli")
+            parent = [node.parent] if node.parent else []
+            deps = parent if task == "xnli" else first("bpe-apply", "prepare") + parent
+        elif node.stage == "evaluate":
+            task = v.get("task", "xnli")
+            want = "finetune" if task in ("xnli", "translation") else "pretrain"
+            deps = [n for n in ids if nodes[n].stage == want]
+            if "name" not in v_keys and deps:
+                v["name"] = [nodes[n].name for n in deps]
+        node.deps = deps
+        v["data"] = [f"@{d}" for d in deps]
+    order(nodes)  # raises on a cycle
+
+
+def order(nodes: dict[str, Node]) -> list[str]:
+    """Topological order (stable: recipe order among ready stages); a cycle is a one-line error."""
+    done: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            cyc = path[path.index(n):] + [n]
+            raise BadInput("cycle between stages: " + " -> ".join(cyc), path=nodes[n].where.split(" [")[0])
+        state[n] = 1
+        for d in nodes[n].deps:
+            if d not in nodes:
+                raise BadInput(f"unknown stage '{d}'", path=nodes[n].where)
+            visit(d, path + [n])
+        state[n] = 2
+        done.append(n)
+
+    for n in sorted(nodes, key=lambda x: ORDER.index(nodes[x].stage)):
+        visit(n, [])
+    return done
+
+
+# ---------------------------------------------------------------- running
+def build_config(node: Node, nodes: dict[str, Node], force: bool) -> Any:
+    config_ref, _, _ = STAGES[node.stage]
+    cls = _load(config_ref)
+    values = dict(node.values)
+    values["data"] = [nodes[d[1:]].values["out"] if isinstance(d, str) and d.startswith("@") else d for d in values.get("data", [])]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if "data" not in fields:
+        values.pop("data")
+    if force and "force" in fields:
+        values["force"] = True
+    return cfgmod.from_dict(cls, values, where=node.where)
+
+
+def _normalize(config: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in config.items():
+        k = _norm_key(k)
+        if k in VOLATILE:
+            continue
+        if k in PATH_KEYS and v is not None:
+            v = [str(Path(x).resolve()) for x in v] if isinstance(v, list) else str(Path(v).resolve())
+        out[k] = v
+    return out
+
+
+def is_done(node: Node) -> bool:
+    """The folder holds a finished output of this stage, written with the same config."""
+    _, _, manifest_stage = STAGES[node.stage]
+    m = artifacts.try_read_manifest(node.cfg.out)
+    if not m or m.get("stage") != manifest_stage or m.get("complete") is False:
+        return False
+    if node.stage == "pretrain":
+        if m.get("done") is False:
+            return False
+        last = m.get("last_step", m.get("step"))
+        if isinstance(last, int) and last < int(getattr(node.cfg, "max_steps", 0) or 0):
+            return False
+    recorded = m.get("config")
+    if not isinstance(recorded, dict):
+        return False
+    want = _normalize(cfgmod.to_dict(node.cfg))
+    have = _normalize(recorded)
+    return all(have.get(k) == v for k, v in want.items() if k in have) and set(want) <= set(have) | VOLATILE
+
+
+def run(cfg: RunConfig) -> dict[str, Any]:
+    recipe = Path(cfg.recipe[0])
+    nodes, meta = parse(recipe, cfg.out)
+    plan = order(nodes)
+    only = [_norm_key(o) for o in cfgmod.parse_langs(cfg.only)]
+    for o in only:
+        if o not in nodes and o not in STAGES:
+            raise BadInput(f"--only {o}: no such stage in the recipe (stages: {', '.join(plan)})", path=recipe)
+    selected = [n for n in plan if not only or n in only or nodes[n].stage in only]
+
+    ran: set[str] = set()
+    t_all = time.time()
+    for nid in plan:
+        node = nodes[nid]
+        node.cfg = build_config(node, nodes, cfg.force)
+        if nid not in selected:
+            node.status = "not selected"
+            continue
+        stale_inputs = [d for d in node.deps if d in ran]
+        done = is_done(node) and not stale_inputs
+        if cfg.dry_run:
+            node.status = "done" if done else "to run"
+            continue
+        if done:
+            node.status = "skipped (done)"
+            ui.info(f"[run] {nid}: done, skipping ({node.cfg.out})")
+            continue
+        for d in node.deps:
+            if d not in selected and not is_done(nodes[d]):
+                raise BadInput(f"stage {nid} needs {d}, which has not finished; run it first (without --only)", path=recipe)
+        ui.info(f"[run] {nid}: running -> {node.cfg.out}")
+        t0 = time.time()
+        _, run_ref, _ = STAGES[node.stage]
+        node.summary = _load(run_ref)(node.cfg)
+        node.seconds = time.time() - t0
+        node.status = "ran"
+        ran.add(nid)
+    stages = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
+              for n in plan]
+    comparison = None
+    for n in reversed(plan):
+        node = nodes[n]
+        if node.stage == "evaluate" and getattr(node.cfg, "task", "") == "xnli" and node.status in ("ran", "skipped (done)"):
+            comparison = node.summary if node.summary else _xnli_summary_from_disk(Path(node.cfg.out))
+            break
+    return {"recipe": str(recipe), "root": str(meta["root"]), "stages": stages, "dry_run": cfg.dry_run,
+            "seconds": round(time.time() - t_all, 1), "comparison": comparison}
+
+
+def _xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:
+    import json
+
+    path = out / "results.json"
+    if not path.is_file():
+        return None
+    res = json.loads(path.read_text(encoding="utf-8"))
+    return {"task": "xnli", "title": "XNLI comparison: " + " vs ".join(res.get("runs", {})), "scores": res,
+            "report_html": str(out / "report.html"), "report_md": str(out / "report.md"), "results": str(path)}
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"xlp run {summary['recipe']}" + (" (dry run)" if summary.get("dry_run") else ""))
+    for c in ("stage", "status", "seconds", "out"):
+        t.add_column(c, justify="right" if c == "seconds" else "left")
+    for s in summary["stages"]:
+        t.add_row(s["stage"], s["status"], f"{s['seconds']:.1f}" if s["status"] == "ran" else "", s["out"])
+    ui.out.print(t)
+    ui.out.print(f"total {summary['seconds']:.1f} s")
+    if summary.get("comparison"):
+        from xlp_cli.evaluate.run import print_summary as eval_summary
+
+        eval_summary(summary["comparison"])

@@ -1,0 +1,83 @@
+"""PretrainConfig: every `xlp pretrain` flag (also a `--config`/recipe key). Defaults: XLP paper Table 6 / XLM."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+from xlp_cli.models.encoder import PRESETS
+from xlp_cli.models.encodings import ENCODINGS
+
+# keys that may change between a run and its resumption (they do not change what a step computes)
+RESUMABLE_KEYS = ("max-steps", "eval-every", "log-every", "resume", "device", "compile", "force", "eval-batches", "num-threads")
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    data: list[Path] = opt(factory=list, help="Input folders: the `xlp bpe apply` output (ids + dict.txt) and, for VLE, the `xlp vocab-score` output; upstream manifests are followed.")
+    out: Path = opt(Path("out/pretrain"), "Run folder (checkpoints, metrics, manifest).")
+    lang: list[str] = opt(factory=list, help="Languages, comma list (order = language index). Empty: every language with train data.")
+    lang_encoding: str = opt("xlp", "How the language is given to the model.", choices=tuple(ENCODINGS))
+    vle_style: str = opt("adding", "VLE: add E_V at every position (adding) or prepend it as a token (padding).", choices=("adding", "padding"))
+    vle_k: int = opt(100, "VLE: size K of each language's vocabulary Voc_l (a key of vle_vocab.json).")
+    xlp_bias: bool = opt(True, "XLP: give each language projection a bias (Algorithm 1's nn.Linear has one).")
+    preset: str = opt("xlm15", "Model size preset (tiny, small, xlm15); the fields below override it.", choices=tuple(PRESETS))
+    n_layers: int = opt(0, "Override the preset's number of layers (0: keep).")
+    d_model: int = opt(0, "Override the preset's hidden size (0: keep).")
+    n_heads: int = opt(0, "Override the preset's attention heads (0: keep).")
+    d_ff: int = opt(0, "Override the preset's feed-forward size (0: keep).")
+    pre_ln: bool = opt(False, "Pre-LayerNorm Transformer layers (default post-LN, as XLM).")
+    objective: str = opt("mlm", "Training objective: MLM on monolingual streams, TLM on parallel pairs, or both (alternating steps).", choices=("mlm", "tlm", "mlm+tlm"))
+    bptt: int = opt(256, "Tokens per stream window (MLM); TLM pairs are cut to bptt/2 per side.")
+    batch_size: int = opt(64, "Windows (or pairs) per micro-batch per process.")
+    accumulate: int = opt(4, "Micro-batches per optimizer step (gradient accumulation).")
+    max_steps: int = opt(750_000, "Optimizer steps to train for (a resumed run continues up to this).")
+    lr: float = opt(1e-4, "Peak learning rate.")
+    warmup: int = opt(16_000, "Linear warm-up steps, then inverse square root decay.")
+    weight_decay: float = opt(1e-4, "Decoupled weight decay (AdamW, as fairseq's Adam).")
+    adam_betas: list[float] = opt(factory=lambda: [0.9, 0.98], help="Adam beta1,beta2.")
+    adam_eps: float = opt(1e-8, "Adam epsilon.")
+    clip_norm: float = opt(5.0, "Clip the gradient norm to this (0: no clipping).")
+    dropout: float = opt(0.1, "Dropout.")
+    attention_dropout: float = opt(0.1, "Attention dropout.")
+    word_pred: float = opt(0.15, "Share of tokens to predict (MLM/TLM).")
+    mask_probs: list[float] = opt(factory=lambda: [0.8, 0.1, 0.1], help="Of the predicted tokens: share masked, kept, replaced by a random token.")
+    sample_alpha: float = opt(0.0, "XLM frequency smoothing of which tokens to mask: P(mask x) ~ count(x)^-alpha (0: uniform).")
+    lang_alpha: float = opt(0.7, "Language sampling: p_l ~ n_l^alpha.")
+    seed: int = opt(0, "Random seed (data order, masking, dropout, init).")
+    eval_every: int = opt(2000, "Validate (and checkpoint) every N steps.")
+    eval_batches: int = opt(20, "Validation micro-batches per language.")
+    log_every: int = opt(10, "Write a train line to metrics.jsonl every N steps.")
+    amp: str = opt("auto", "Mixed precision on GPU (auto: bf16 if supported, else fp16; CPU: none).", choices=("auto", "bf16", "fp16", "none"))
+    compile: bool = opt(False, "torch.compile the model.")
+    device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).")
+    num_threads: int = opt(0, "CPU threads for torch (0: torch's default).")
+    resume: bool = opt(False, "Require an existing checkpoint in --out and continue it (a rerun with the same config resumes anyway).")
+    force: bool = opt(False, "Start over in an --out written with a different config.")
+
+    def validate(self) -> None:
+        def positive(name: str, v: float) -> None:
+            if v <= 0:
+                raise BadInput(f"--{name} must be positive, got {v}")
+
+        for name in ("bptt", "batch_size", "accumulate", "max_steps", "eval_every", "log_every", "eval_batches", "vle_k"):
+            positive(name.replace("_", "-"), getattr(self, name))
+        positive("lr", self.lr)
+        if self.warmup < 0:
+            raise BadInput("--warmup must be >= 0")
+        if not 0 < self.word_pred < 1:
+            raise BadInput(f"--word-pred must be in (0, 1), got {self.word_pred}")
+        if len(self.mask_probs) != 3 or any(p < 0 for p in self.mask_probs) or abs(sum(self.mask_probs) - 1) > 1e-6:
+            raise BadInput(f"--mask-probs needs three non-negative shares summing to 1, got {self.mask_probs}")
+        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+            raise BadInput(f"--adam-betas needs two values in [0, 1), got {self.adam_betas}")
+        if not 0 <= self.dropout < 1 or not 0 <= self.attention_dropout < 1:
+            raise BadInput("--dropout and --attention-dropout must be in [0, 1)")
+        if self.sample_alpha < 0 or self.lang_alpha < 0:
+            raise BadInput("--sample-alpha and --lang-alpha must be >= 0")
+        if self.bptt < 8:
+            raise BadInput("--bptt must be at least 8")
+        if not self.data:
+            raise BadInput("--data is required: the output folder of `xlp bpe apply` (and `xlp vocab-score` for VLE)")

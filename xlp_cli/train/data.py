@@ -1,0 +1,408 @@
+"""Batches for pre-training, streamed from the id shards of `xlp bpe apply` (never loading the corpus).
+
+Monolingual streams (MLM), as XLM's StreamDataset: the sentences of a language, each followed by `</s>` (the
+stream starts with `</s>`), concatenated and cut into windows of `bptt` tokens. Reading goes one Parquet row
+group at a time: per epoch the row groups come in a seeded random order; within a row group the windows are
+served in a seeded random order; the tail shorter than a window is carried into the next row group.
+
+Parallel pairs (TLM): `[</s>] s1 [</s>] [</s>] s2 [</s>]` with positions restarting at the second segment and
+each segment carrying its own language; each side is cut to bptt/2 - 2 tokens; the sides are swapped with
+probability 1/2 (seeded per pair). Pairs of a row group are served in a seeded random order, padded per batch.
+
+Language sampling: p_l ~ n_l^alpha (n_l: sentences or pairs in the train split), drawn per step from an RNG
+seeded by (seed, step), so every process of a DDP run draws the same language and the order never depends
+on the history. A stream's position (epoch, row group, window, carry) is a small JSON-able dict:
+`state()` / `load_state()` restore it exactly.
+
+Masking (`mask_tokens`): XLM's: `word_pred` (15%) of the non-padding tokens, chosen uniformly or, with
+`sample_alpha` > 0, with weights count(x)^-alpha (specials never chosen); of those 80% -> <special1> (MASK),
+10% kept, 10% a random word id (>= 14, never a special).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+from xlp_cli import artifacts
+from xlp_cli.errors import BadInput
+from xlp_cli.models.encoder import EOS_INDEX, MASK_INDEX, N_SPECIAL, PAD_INDEX
+
+
+@dataclasses.dataclass
+class Batch:
+    ids: torch.Tensor                      # [B, T] long
+    langs: torch.Tensor                    # [B, T] long (language index per token)
+    positions: torch.Tensor | None         # [B, T] or None (0..T-1)
+    pad_mask: torch.Tensor | None          # [B, T] True at padding, or None
+    name: str                              # "en" or "en-fr"
+
+    @property
+    def n_tokens(self) -> int:
+        if self.pad_mask is None:
+            return self.ids.numel()
+        return int((~self.pad_mask).sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        mv = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        return Batch(mv(self.ids), mv(self.langs), mv(self.positions), mv(self.pad_mask), self.name)
+
+
+def _row_groups(paths: list[Path]) -> list[tuple[Path, int, int]]:
+    """(path, row group index, rows) for every non-empty row group, from Parquet footers only."""
+    out = []
+    for p in paths:
+        try:
+            md = pq.ParquetFile(p).metadata
+        except Exception as e:  # pyarrow raises several types for a broken footer
+            raise BadInput(f"not a readable Parquet shard ({e})", path=p) from None
+        for i in range(md.num_row_groups):
+            n = md.row_group(i).num_rows
+            if n:
+                out.append((p, i, n))
+    return out
+
+
+def _read_list_column(path: Path, rg: int, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values int64, offsets) of a list<int> column of one row group."""
+    try:
+        table = pq.ParquetFile(path).read_row_group(rg, columns=[column])
+    except KeyError:
+        raise BadInput(f"no '{column}' column (is this an `xlp bpe apply` shard?)", path=path) from None
+    except Exception as e:
+        raise BadInput(f"cannot read row group {rg} ({e})", path=path) from None
+    col = table.column(column).combine_chunks()
+    offsets = np.asarray(col.offsets, dtype=np.int64)
+    values = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return values[offsets[0]:offsets[-1]], offsets - offsets[0]
+
+
+def _check_ids(values: np.ndarray, vocab_size: int, path: Path, rg: int) -> None:
+    if values.size and (values.min() < 0 or values.max() >= vocab_size):
+        bad = int(values.max() if values.max() >= vocab_size else values.min())
+        raise BadInput(f"token id {bad} outside the dictionary (size {vocab_size}): data and dict.txt do not match",
+                       path=path, position=f"row group {rg}")
+
+
+class MonoStream:
+    """Fixed-length windows over one language's concatenated sentences."""
+
+    def __init__(self, paths: list[Path], lang: str, lang_index: int, bptt: int, seed: int, vocab_size: int,
+                 shuffle: bool = True):
+        self.lang, self.lang_index, self.bptt, self.seed = lang, lang_index, bptt, seed
+        self.vocab_size, self.shuffle = vocab_size, shuffle
+        self.groups = _row_groups(paths)
+        self.n_rows = sum(n for _, _, n in self.groups)
+        if not self.groups:
+            raise BadInput(f"language '{lang}' has no sentences", path=paths[0].parent if paths else lang)
+        self.epoch, self.group_pos, self.window_pos = 0, 0, 0
+        self.carry: list[int] = [EOS_INDEX]
+        self._loaded: tuple[Any, ...] | None = None  # (key, windows, order, carry_out)
+
+    # ------------------------------------------------------------ position
+    def state(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "group_pos": self.group_pos, "window_pos": self.window_pos,
+                "carry": list(map(int, self.carry))}
+
+    def load_state(self, s: dict[str, Any]) -> None:
+        self.epoch, self.group_pos, self.window_pos = int(s["epoch"]), int(s["group_pos"]), int(s["window_pos"])
+        self.carry = [int(x) for x in s["carry"]]
+        self._loaded = None
+
+    # ------------------------------------------------------------ reading
+    def _group_order(self) -> np.ndarray:
+        if not self.shuffle:
+            return np.arange(len(self.groups))
+        return np.random.default_rng([self.seed, self.lang_index, self.epoch, 1]).permutation(len(self.groups))
+
+    def _load(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        key = (self.epoch, self.group_pos, tuple(self.carry))
+        if self._loaded is not None and self._loaded[0] == key:
+            return self._loaded[1:]
+        path, rg, _ = self.groups[int(self._group_order()[self.group_pos])]
+        values, offsets = _read_list_column(path, rg, "ids")
+        _check_ids(values, self.vocab_size, path, rg)
+        stream = np.insert(values, offsets[1:], EOS_INDEX)  # </s> after every sentence
+        stream = np.concatenate([np.asarray(self.carry, dtype=np.int64), stream])
+        n = len(stream) // self.bptt
+        windows = stream[: n * self.bptt].reshape(n, self.bptt)
+        carry_out = stream[n * self.bptt:].tolist()
+        order = (np.random.default_rng([self.seed, self.lang_index, self.epoch, self.group_pos, 2]).permutation(n)
+                 if self.shuffle else np.arange(n))
+        self._loaded = (key, windows, order, carry_out)
+        return windows, order, carry_out
+
+    def _advance_group(self, carry_out: list[int]) -> None:
+        self.carry = carry_out
+        self.window_pos = 0
+        self.group_pos += 1
+        if self.group_pos >= len(self.groups):
+            self.group_pos = 0
+            self.epoch += 1
+
+    def next_windows(self, count: int, max_epochs: int | None = None) -> np.ndarray:
+        """`count` windows [count, bptt] (fewer only when `max_epochs` is reached)."""
+        out: list[np.ndarray] = []
+        got = 0
+        empty_groups = 0
+        while got < count:
+            if max_epochs is not None and self.epoch >= max_epochs:
+                break
+            windows, order, carry_out = self._load()
+            if self.window_pos >= len(order):
+                self._advance_group(carry_out)
+                empty_groups += 1
+                if empty_groups > 2 * len(self.groups) + 2 and not out:
+                    raise BadInput(f"language '{self.lang}' has fewer than {self.bptt} tokens in total; lower --bptt")
+                continue
+            empty_groups = 0
+            take = order[self.window_pos: self.window_pos + (count - got)]
+            out.append(windows[take])
+            got += len(take)
+            self.window_pos += len(take)
+        if not out:
+            return np.zeros((0, self.bptt), dtype=np.int64)
+        return np.concatenate(out)
+
+    def next_batch(self, batch_size: int) -> Batch:
+        w = torch.from_numpy(self.next_windows(batch_size))
+        return Batch(w, torch.full_like(w, self.lang_index), None, None, self.lang)
+
+
+class PairStream:
+    """TLM pairs of one language pair, padded per batch."""
+
+    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
+                 vocab_size: int, pair_index: int):
+        self.pair, self.lang_indices, self.seed, self.vocab_size = pair, lang_indices, seed, vocab_size
+        self.max_side = max(1, bptt // 2 - 2)
+        self.pair_index = pair_index
+        self.groups = _row_groups(paths)
+        self.n_rows = sum(n for _, _, n in self.groups)
+        if not self.groups:
+            raise BadInput(f"language pair '{pair}' has no sentence pairs", path=paths[0].parent if paths else pair)
+        self.epoch, self.group_pos, self.row_pos = 0, 0, 0
+        self._loaded: tuple[Any, ...] | None = None
+
+    def state(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "group_pos": self.group_pos, "row_pos": self.row_pos}
+
+    def load_state(self, s: dict[str, Any]) -> None:
+        self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
+        self._loaded = None
+
+    def _load(self) -> tuple[Any, ...]:
+        key = (self.epoch, self.group_pos)
+        if self._loaded is not None and self._loaded[0] == key:
+            return self._loaded[1:]
+        gorder = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, 1]).permutation(len(self.groups))
+        path, rg, n = self.groups[int(gorder[self.group_pos])]
+        v1, o1 = _read_list_column(path, rg, "ids1")
+        v2, o2 = _read_list_column(path, rg, "ids2")
+        _check_ids(v1, self.vocab_size, path, rg)
+        _check_ids(v2, self.vocab_size, path, rg)
+        rng = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, self.group_pos, 2])
+        order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
+        self._loaded = (key, (v1, o1), (v2, o2), order, swap)
+        return self._loaded[1:]
+
+    def next_batch(self, batch_size: int) -> Batch:
+        rows: list[tuple[np.ndarray, np.ndarray, bool]] = []
+        while len(rows) < batch_size:
+            (v1, o1), (v2, o2), order, swap = self._load()
+            if self.row_pos >= len(order):
+                self.row_pos, self.group_pos = 0, self.group_pos + 1
+                if self.group_pos >= len(self.groups):
+                    self.group_pos, self.epoch = 0, self.epoch + 1
+                continue
+            r = int(order[self.row_pos])
+            rows.append((v1[o1[r]:o1[r + 1]], v2[o2[r]:o2[r + 1]], bool(swap[r])))
+            self.row_pos += 1
+        return self._collate(rows)
+
+    def _collate(self, rows: list[tuple[np.ndarray, np.ndarray, bool]]) -> Batch:
+        seqs, poss, lngs = [], [], []
+        for s1, s2, swap in rows:
+            (a, la), (b, lb) = (s1, self.lang_indices[0]), (s2, self.lang_indices[1])
+            if swap:
+                (a, la), (b, lb) = (b, lb), (a, la)
+            seg1 = np.concatenate([[EOS_INDEX], a[: self.max_side], [EOS_INDEX]])
+            seg2 = np.concatenate([[EOS_INDEX], b[: self.max_side], [EOS_INDEX]])
+            seqs.append(np.concatenate([seg1, seg2]))
+            poss.append(np.concatenate([np.arange(len(seg1)), np.arange(len(seg2))]))
+            lngs.append(np.concatenate([np.full(len(seg1), la), np.full(len(seg2), lb)]))
+        t = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), t), PAD_INDEX, dtype=torch.long)
+        pos = torch.zeros((len(seqs), t), dtype=torch.long)
+        lng = torch.zeros((len(seqs), t), dtype=torch.long)
+        pad = torch.ones((len(seqs), t), dtype=torch.bool)
+        for i, (s, p, lg) in enumerate(zip(seqs, poss, lngs)):
+            n = len(s)
+            ids[i, :n], pos[i, :n], lng[i, :n], pad[i, :n] = (torch.from_numpy(s), torch.from_numpy(p),
+                                                              torch.from_numpy(lg), False)
+            lng[i, n:] = lg[-1]
+        return Batch(ids, lng, pos, pad, self.pair)
+
+
+def sampling_probs(sizes: list[int], alpha: float) -> np.ndarray:
+    """p_l ~ n_l^alpha (XLM's smoothing), normalised."""
+    n = np.asarray(sizes, dtype=np.float64)
+    p = n / n.sum()
+    q = p ** alpha
+    return q / q.sum()
+
+
+def step_rng(seed: int, step: int, micro: int, what: int) -> np.random.Generator:
+    return np.random.default_rng([seed, step, micro, what])
+
+
+class PretrainData:
+    """All training streams of a run plus the per-step choice of objective and language."""
+
+    def __init__(self, ids_dir: Path, langs: list[str], objective: str, bptt: int, seed: int, vocab_size: int,
+                 lang_alpha: float):
+        self.langs, self.objective, self.bptt, self.seed = langs, objective, bptt, seed
+        self.lang_alpha = lang_alpha
+        self.mono: dict[str, MonoStream] = {}
+        self.pairs: dict[str, PairStream] = {}
+        index = {l: i for i, l in enumerate(langs)}
+        if objective in ("mlm", "mlm+tlm"):
+            for lang in langs:
+                folder = ids_dir / "train" / lang
+                paths = artifacts.shard_paths(folder)
+                if not paths:
+                    raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
+                self.mono[lang] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size)
+        if objective in ("tlm", "mlm+tlm"):
+            train = ids_dir / "train"
+            found = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" in p.name) if train.is_dir() else []
+            for k, pair in enumerate(found):
+                l1, _, l2 = pair.partition("-")
+                if l1 in index and l2 in index:
+                    self.pairs[pair] = PairStream(artifacts.shard_paths(train / pair), pair, (index[l1], index[l2]),
+                                                  bptt, seed, vocab_size, k)
+            if not self.pairs:
+                raise BadInput(f"--objective {objective} needs parallel data between the languages "
+                               f"{','.join(langs)} (folders train/<l1>-<l2>); none found", path=train)
+        self.mono_probs = sampling_probs([s.n_rows for s in self.mono.values()], lang_alpha) if self.mono else None
+        self.pair_probs = sampling_probs([s.n_rows for s in self.pairs.values()], lang_alpha) if self.pairs else None
+
+    def objective_at(self, step: int) -> str:
+        if self.objective == "mlm+tlm":
+            return "mlm" if step % 2 == 0 else "tlm"
+        return self.objective
+
+    def next_batch(self, step: int, micro: int, batch_size: int) -> Batch:
+        """The micro-batch `micro` of optimizer step `step` (the same on every process before sharding)."""
+        rng = step_rng(self.seed, step, micro, 0)
+        if self.objective_at(step) == "mlm":
+            names = list(self.mono)
+            lang = names[int(rng.choice(len(names), p=self.mono_probs))]
+            return self.mono[lang].next_batch(batch_size)
+        names = list(self.pairs)
+        pair = names[int(rng.choice(len(names), p=self.pair_probs))]
+        return self.pairs[pair].next_batch(batch_size)
+
+    def state(self) -> dict[str, Any]:
+        return {"mono": {k: s.state() for k, s in self.mono.items()},
+                "pairs": {k: s.state() for k, s in self.pairs.items()}}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        for k, s in self.mono.items():
+            if k in state.get("mono", {}):
+                s.load_state(state["mono"][k])
+        for k, s in self.pairs.items():
+            if k in state.get("pairs", {}):
+                s.load_state(state["pairs"][k])
+
+
+def valid_batches(ids_dir: Path, lang: str, lang_index: int, bptt: int, batch_size: int, n_batches: int,
+                  vocab_size: int, split: str = "valid") -> list[Batch]:
+    """The first windows of a language's valid split, in corpus order (the same every evaluation)."""
+    paths = artifacts.shard_paths(ids_dir / split / lang)
+    if not paths:
+        return []
+    try:
+        stream = MonoStream(paths, lang, lang_index, bptt, 0, vocab_size, shuffle=False)
+    except BadInput:
+        return []
+    out = []
+    for _ in range(n_batches):
+        w = stream.next_windows(batch_size, max_epochs=1)
+        if len(w) == 0:
+            break
+        t = torch.from_numpy(w)
+        out.append(Batch(t, torch.full_like(t, lang_index), None, None, lang))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ masking
+def mask_scores(counts: np.ndarray, sample_alpha: float) -> torch.Tensor | None:
+    """XLM's frequency-smoothed masking weights: max(count, 1)^-alpha, 0 for specials/unseen; None if alpha=0."""
+    if sample_alpha <= 0:
+        return None
+    scores = np.maximum(counts, 1).astype(np.float64) ** -sample_alpha
+    scores[counts == 0] = 0
+    scores[:N_SPECIAL] = 0
+    return torch.from_numpy(scores).float()
+
+
+def mask_tokens(ids: torch.Tensor, pad_mask: torch.Tensor | None, gen: torch.Generator, vocab_size: int,
+                word_pred: float = 0.15, probs: tuple[float, float, float] = (0.8, 0.1, 0.1),
+                scores: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(inputs with masks applied, targets (= original ids), pred_mask [B, T] bool). All on CPU."""
+    real = torch.ones_like(ids, dtype=torch.bool) if pad_mask is None else ~pad_mask
+    if scores is None:
+        pred = (torch.rand(ids.shape, generator=gen) < word_pred) & real
+    else:
+        w = scores[ids.reshape(-1)] * real.reshape(-1)
+        n_tgt = min(int(math.ceil(word_pred * int(real.sum()))), int((w > 0).sum()))
+        pred = torch.zeros(ids.numel(), dtype=torch.bool)
+        if n_tgt > 0:
+            pred[torch.multinomial(w, n_tgt, replacement=False, generator=gen)] = True
+        pred = pred.reshape(ids.shape)
+    if not bool(pred.any()):  # never an empty prediction set
+        first = real.reshape(-1).nonzero()[0, 0]
+        pred.view(-1)[first] = True
+    n = int(pred.sum())
+    kind = torch.multinomial(torch.tensor(probs, dtype=torch.float), n, replacement=True, generator=gen)
+    rand_words = torch.randint(N_SPECIAL, vocab_size, (n,), generator=gen)
+    orig = ids[pred]
+    new = torch.where(kind == 0, torch.full_like(orig, MASK_INDEX), torch.where(kind == 1, orig, rand_words))
+    inputs = ids.clone()
+    inputs[pred] = new
+    return inputs, ids, pred
+
+
+def read_vle_vocab(path: Path, langs: list[str], k: int, dict_sha256: str | None) -> list[list[int]]:
+    """The top-K ids of each language from `xlp vocab-score`'s vle_vocab.json."""
+    if not path.is_file():
+        raise BadInput("--lang-encoding vle needs vle_vocab.json from `xlp vocab-score` (pass its folder with --data)",
+                       path=path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+        table = obj["langs"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise BadInput(f"unreadable vle_vocab.json ({e})", path=path) from None
+    if dict_sha256 and obj.get("dictionary_sha256") and obj["dictionary_sha256"] != dict_sha256:
+        raise BadInput("vle_vocab.json was computed with a different dictionary than the id shards", path=path)
+    out = []
+    for lang in langs:
+        if lang not in table:
+            raise BadInput(f"no VLE vocabulary for language '{lang}'", path=path)
+        entry = table[lang]
+        if str(k) not in entry:
+            raise BadInput(f"no K={k} vocabulary for '{lang}' (available: {', '.join(sorted(entry, key=int))})",
+                           path=path)
+        ids = [int(i) for i in entry[str(k)]]
+        if not ids:
+            raise BadInput(f"empty K={k} vocabulary for '{lang}'", path=path)
+        out.append(ids)
+    return out

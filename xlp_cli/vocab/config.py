@@ -1,0 +1,32 @@
+"""Config of `xlp vocab-score` (every field is a flag and a recipe key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+
+
+@dataclass
+class VocabConfig:
+    data: list[Path] = opt(factory=list, help="Output folder of `xlp bpe apply` (token-id shards).")
+    out: Path = opt(Path("vocab"), help="Output folder: vocab_scores.parquet, vle_vocab.json, manifest.json.")
+    lang: list[str] = opt(factory=list, help="Languages to score (comma list); default: every language of the split.")
+    k: list[int] = opt(factory=lambda: [100], help="Tokens per language; a list (20,50,100) writes one vocabulary per K.")
+    split: str = opt("train", help="Split to count on.")
+    min_count: int = opt(1, help="A token needs at least this many occurrences in a language to be one of its candidates.")
+    words_only: bool = opt(False, help="Leave out tokens made only of digits, punctuation and symbols.")
+    parallel: bool = opt(False, help="Also count both sides of parallel (<l1>-<l2>) folders.")
+    show: int = opt(12, help="Top tokens per language shown in the terminal table.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+
+    def validate(self) -> None:
+        if not self.data:
+            raise BadInput("--data is required: the output folder of `xlp bpe apply`", path="--data")
+        if not self.k or any(k <= 0 for k in self.k):
+            raise BadInput("--k must be one or more positive numbers", path="--k")
+        if self.min_count < 1:
+            raise BadInput("--min-count must be at least 1", path="--min-count")
+        self.k = sorted(set(self.k))
