@@ -122,6 +122,17 @@ def test_vle_equation() -> None:
             assert torch.allclose(e_v[lang], expect, atol=1e-6)
 
 
+def test_vle_only_present_languages_are_computed_in_training() -> None:
+    m = make("vle").train()
+    enc = m.lang_encoding
+    full = enc.language_vectors(m.embed)
+    part = enc.language_vectors(m.embed, present=[1])
+    assert torch.allclose(part[1], full[1], atol=1e-6) and torch.all(part[0] == 0)
+    part[1].sum().backward()
+    g = m.embed.weight.grad
+    assert g[VOC[1]].abs().sum() > 0 and g[VOC[0]].abs().sum() == 0
+
+
 def test_vle_cached_at_inference_and_refreshed_after_update() -> None:
     m = make("vle")
     enc = m.lang_encoding

@@ -16,7 +16,7 @@ from xlp_cli.models.checkpoint import load_pretrained
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--preset", "tiny", "--bptt", "32", "--batch-size", "4", "--accumulate", "2", "--warmup", "5",
-        "--lr", "1e-3", "--log-every", "1", "--seed", "3"]
+        "--lr", "1e-3", "--log-every", "1", "--seed", "3", "--num-threads", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +146,8 @@ def test_loss_falls_on_real_text(cli, shared_data, tmp_path) -> None:
     run = tmp_path / "run"
     r = cli("pretrain", "--data", ids, "--out", run, "--lang-encoding", "xlp", "--preset", "tiny",
             "--d-model", "64", "--d-ff", "128", "--bptt", "64", "--batch-size", "8", "--accumulate", "1",
-            "--warmup", "10", "--lr", "3e-3", "--max-steps", "80", "--eval-every", "40", "--log-every", "1",
-            "--dropout", "0.0", "--attention-dropout", "0.0", "--json")
+            "--warmup", "10", "--lr", "3e-3", "--max-steps", "150", "--eval-every", "50", "--log-every", "1",
+            "--dropout", "0.0", "--attention-dropout", "0.0", "--num-threads", "1", "--json")
     assert r.exit_code == 0, r.stderr
     losses = [l for _, l in train_losses(run)]
     first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10

@@ -141,14 +141,15 @@ def test_gettext_on_this_machine():
     if not roots:
         pytest.skip(f"no gettext catalogs on this machine (looked in {', '.join(map(str, DEFAULT_ROOTS))})")
     langs = ["de", "ru", "zh", "el"]
-    recs, errors = read_all("gettext", [], langs=langs)
+    recs, errors = read_all("gettext", [], langs=langs, max_records=4000)
     counts = Counter(r.lang2 for r in recs)
     assert set(counts) <= set(langs) and all(counts[l] > 100 for l in langs), counts
     assert {r.lang1 for r in recs} == {"en"}
     for lang, script in (("ru", "CYRILLIC"), ("zh", "CJK"), ("el", "GREEK")):
         assert script_share([r.text2 for r in recs if r.lang2 == lang], script) > 0.6, lang
     assert script_share([r.text1 for r in recs], "LATIN") > 0.95
-    assert not any(re.search(r"%[sd]|\{\d\}", r.text1 + r.text2) for r in recs)
+    placeholder = re.compile(r"%[sd]\b|%\d\$|\{\d\}")
+    assert not [r for r in recs if placeholder.search(r.text1) or placeholder.search(r.text2)][:3]
     assert not errors.skipped
 
 

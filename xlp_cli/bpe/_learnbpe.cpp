@@ -22,6 +22,7 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <cstring>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -312,6 +313,174 @@ PyGetSetDef Learner_getset[] = {
 
 PyTypeObject LearnerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
+// ------------------------------------------------------------------ WordTable: split, de-duplicate, map back
+// Applying BPE word by word is what fastBPE's binary does; the slow part in Python is splitting millions of
+// words and joining them back. WordTable does both natively: `unique(data)` lists the distinct words of a
+// text ('\n'-separated lines, words split on ' ' only) that the table does not know yet; `add(words,
+// subwords, ids)` records each word's segmentation (from fastBPE's API) and its int32 ids; `apply(data)`
+// rebuilds the text with every word replaced (spaces kept exactly, like `fast applybpe`) and returns the flat
+// ids and per-line offsets.
+struct Entry {
+  std::string sub;
+  std::vector<int32_t> ids;
+};
+struct Table {
+  std::unordered_map<std::string, Entry> map;
+};
+
+typedef struct {
+  PyObject_HEAD Table *t;
+} WordTableObject;
+
+void WordTable_dealloc(WordTableObject *self) {
+  delete self->t;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+PyObject *WordTable_new(PyTypeObject *type, PyObject *, PyObject *) {
+  WordTableObject *self = reinterpret_cast<WordTableObject *>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->t = new (std::nothrow) Table();
+  if (self->t == nullptr) {
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  return reinterpret_cast<PyObject *>(self);
+}
+
+PyObject *WordTable_unique(WordTableObject *self, PyObject *arg) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0) return nullptr;
+  const char *d = static_cast<const char *>(view.buf);
+  std::vector<std::pair<size_t, size_t>> found;
+  {
+    std::unordered_map<std::string, char> seen;
+    size_t start = 0, n = size_t(view.len);
+    for (size_t i = 0; i <= n; i++) {
+      if (i == n || d[i] == ' ' || d[i] == '\n') {
+        if (i > start) {
+          std::string w(d + start, i - start);
+          if (self->t->map.find(w) == self->t->map.end() && seen.emplace(std::move(w), 0).second)
+            found.emplace_back(start, i - start);
+        }
+        start = i + 1;
+      }
+    }
+  }
+  PyObject *list = PyList_New(Py_ssize_t(found.size()));
+  if (list == nullptr) {
+    PyBuffer_Release(&view);
+    return nullptr;
+  }
+  for (size_t k = 0; k < found.size(); k++) {
+    PyObject *b = PyBytes_FromStringAndSize(d + found[k].first, Py_ssize_t(found[k].second));
+    if (b == nullptr) {
+      Py_DECREF(list);
+      PyBuffer_Release(&view);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, Py_ssize_t(k), b);
+  }
+  PyBuffer_Release(&view);
+  return list;
+}
+
+PyObject *WordTable_add(WordTableObject *self, PyObject *args) {
+  PyObject *words, *subs, *ids;
+  if (!PyArg_ParseTuple(args, "OOO", &words, &subs, &ids)) return nullptr;
+  if (!PyList_Check(words) || !PyList_Check(subs) || !PyList_Check(ids) || PyList_GET_SIZE(words) != PyList_GET_SIZE(subs) ||
+      PyList_GET_SIZE(words) != PyList_GET_SIZE(ids)) {
+    PyErr_SetString(PyExc_TypeError, "add(words, subwords, ids): three lists of equal length");
+    return nullptr;
+  }
+  for (Py_ssize_t k = 0; k < PyList_GET_SIZE(words); k++) {
+    char *w, *s, *i;
+    Py_ssize_t wl, sl, il;
+    if (PyBytes_AsStringAndSize(PyList_GET_ITEM(words, k), &w, &wl) != 0) return nullptr;
+    if (PyBytes_AsStringAndSize(PyList_GET_ITEM(subs, k), &s, &sl) != 0) return nullptr;
+    if (PyBytes_AsStringAndSize(PyList_GET_ITEM(ids, k), &i, &il) != 0) return nullptr;
+    if (il % 4 != 0) {
+      PyErr_SetString(PyExc_ValueError, "ids must be int32 bytes");
+      return nullptr;
+    }
+    Entry e;
+    e.sub.assign(s, size_t(sl));
+    e.ids.resize(size_t(il / 4));
+    if (il) std::memcpy(e.ids.data(), i, size_t(il));
+    self->t->map[std::string(w, size_t(wl))] = std::move(e);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject *WordTable_apply(WordTableObject *self, PyObject *arg) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0) return nullptr;
+  const char *d = static_cast<const char *>(view.buf);
+  size_t n = size_t(view.len);
+  std::string out;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> offsets(1, 0);
+  bool missing = false;
+  std::string missing_word;
+  Py_BEGIN_ALLOW_THREADS out.reserve(n * 3 / 2 + 16);
+  size_t start = 0;
+  std::string w;
+  for (size_t i = 0; i <= n; i++) {
+    if (i == n || d[i] == ' ' || d[i] == '\n') {
+      if (i > start) {
+        w.assign(d + start, i - start);
+        auto it = self->t->map.find(w);
+        if (it == self->t->map.end()) {
+          missing = true;
+          missing_word = w;
+          break;
+        }
+        out += it->second.sub;
+        ids.insert(ids.end(), it->second.ids.begin(), it->second.ids.end());
+      }
+      if (i < n) {
+        out.push_back(d[i]);
+        if (d[i] == '\n') offsets.push_back(int32_t(ids.size()));
+      }
+      start = i + 1;
+    }
+  }
+  Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+  if (missing) {
+    PyErr_Format(PyExc_KeyError, "word not in table: %s", missing_word.c_str());
+    return nullptr;
+  }
+  // (y# would turn an empty vector's null data() into None: build the bytes explicitly)
+  PyObject *o = PyBytes_FromStringAndSize(out.empty() ? "" : out.data(), Py_ssize_t(out.size()));
+  PyObject *i = PyBytes_FromStringAndSize(ids.empty() ? "" : reinterpret_cast<const char *>(ids.data()),
+                                          Py_ssize_t(ids.size() * 4));
+  PyObject *f = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(offsets.data()), Py_ssize_t(offsets.size() * 4));
+  if (o == nullptr || i == nullptr || f == nullptr) {
+    Py_XDECREF(o);
+    Py_XDECREF(i);
+    Py_XDECREF(f);
+    return nullptr;
+  }
+  return Py_BuildValue("(NNN)", o, i, f);
+}
+
+PyObject *WordTable_clear(WordTableObject *self, PyObject *) {
+  self->t->map.clear();
+  Py_RETURN_NONE;
+}
+
+Py_ssize_t WordTable_len(WordTableObject *self) { return Py_ssize_t(self->t->map.size()); }
+
+PyMethodDef WordTable_methods[] = {
+    {"unique", (PyCFunction)WordTable_unique, METH_O, "Distinct words of a text that the table does not hold yet."},
+    {"add", (PyCFunction)WordTable_add, METH_VARARGS, "add(words, subwords, ids): record segmentations (bytes lists)."},
+    {"apply", (PyCFunction)WordTable_apply, METH_O, "apply(text) -> (subword text, int32 ids bytes, int32 line offsets bytes)."},
+    {"clear", (PyCFunction)WordTable_clear, METH_NOARGS, "Forget every word."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PySequenceMethods WordTable_as_sequence = {};
+PyTypeObject WordTableType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
 PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_learnbpe", "Native fastBPE-compatible BPE merge learner.", -1,
                          nullptr};
 
@@ -327,11 +496,27 @@ PyMODINIT_FUNC PyInit__learnbpe(void) {
   LearnerType.tp_methods = Learner_methods;
   LearnerType.tp_getset = Learner_getset;
   if (PyType_Ready(&LearnerType) < 0) return nullptr;
+  WordTable_as_sequence.sq_length = (lenfunc)WordTable_len;
+  WordTableType.tp_name = "xlp_cli.bpe._learnbpe.WordTable";
+  WordTableType.tp_basicsize = sizeof(WordTableObject);
+  WordTableType.tp_flags = Py_TPFLAGS_DEFAULT;
+  WordTableType.tp_doc = "word -> (subwords, ids) table applied natively to whole texts.";
+  WordTableType.tp_new = WordTable_new;
+  WordTableType.tp_dealloc = (destructor)WordTable_dealloc;
+  WordTableType.tp_methods = WordTable_methods;
+  WordTableType.tp_as_sequence = &WordTable_as_sequence;
+  if (PyType_Ready(&WordTableType) < 0) return nullptr;
   PyObject *m = PyModule_Create(&moduledef);
   if (m == nullptr) return nullptr;
   Py_INCREF(&LearnerType);
   if (PyModule_AddObject(m, "Learner", reinterpret_cast<PyObject *>(&LearnerType)) < 0) {
     Py_DECREF(&LearnerType);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  Py_INCREF(&WordTableType);
+  if (PyModule_AddObject(m, "WordTable", reinterpret_cast<PyObject *>(&WordTableType)) < 0) {
+    Py_DECREF(&WordTableType);
     Py_DECREF(m);
     return nullptr;
   }

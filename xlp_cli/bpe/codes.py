@@ -177,11 +177,13 @@ class BpeCodec:
         with _quiet_stderr():
             self._bpe = fastBPE.fastBPE(str(self.codes_path), str(self.vocab_path) if self.vocab_path else "")
         self._cache: dict[str, str] = {}
+        self._tables: dict[int, object] = {}
         self.max_cache = 2_000_000
 
     def apply_words(self, words: Iterable[str]) -> dict[str, str]:
         """Segment each distinct word once; returns word -> 'sub@@ word'."""
-        needed = {w for w in words if w}
+        needed = set(words)
+        needed.discard("")
         todo = [w for w in needed if w not in self._cache]
         if len(self._cache) + len(todo) > self.max_cache:  # bound memory; keep this batch's words
             self._cache.clear()
@@ -192,9 +194,40 @@ class BpeCodec:
 
     def apply_lines(self, lines: list[str]) -> list[str]:
         """Byte-identical to `fast applybpe` on these lines: words are split on ' ' only, spaces kept as they are."""
-        split = [line.split(" ") for line in lines]
-        table = self.apply_words(w for ws in split for w in ws)
-        return [" ".join(table[w] if w else "" for w in ws) for ws in split]
+        return self.encode_lines(lines)[0]
+
+    def encode_lines(self, lines: list[str], index: dict[str, int] | None = None, unk: int = 3):
+        """(subword lines, flat int32 ids, int32 offsets per line) -- ids only with a dictionary `index`.
+
+        Splitting, de-duplication and mapping back run natively (`_learnbpe.WordTable`); each distinct word is
+        segmented once by fastBPE's API and remembered (up to `max_cache` words) across calls."""
+        import numpy as np
+
+        from xlp_cli.bpe._learnbpe import WordTable
+
+        data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+        if data.count(b"\n") != len(lines):
+            raise BadInput("a text line contains a newline character; prepared text holds one sentence per record")
+        key = id(index) if index is not None else 0
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = WordTable()
+        new = table.unique(data)
+        if len(table) + len(new) > self.max_cache:
+            table.clear()
+            new = table.unique(data)
+        if new:
+            words = [w.decode("utf-8") for w in new]
+            subs = self._bpe.apply(words)
+            if index is not None:
+                get = index.get
+                ids = [np.fromiter((get(t, unk) for t in sub.split(" ")), np.int32).tobytes() for sub in subs]
+            else:
+                ids = [b""] * len(subs)
+            table.add(new, [x.encode("utf-8") for x in subs], ids)
+        out, flat, offsets = table.apply(data)
+        sub_lines = out.decode("utf-8").split("\n")[:-1] if lines else []
+        return sub_lines, np.frombuffer(flat, np.int32), np.frombuffer(offsets, np.int32)
 
 
 def subword_counts(word_counts: Iterable[tuple[str, int]], codec: BpeCodec) -> list[tuple[str, int]]:

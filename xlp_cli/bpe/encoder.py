@@ -52,7 +52,7 @@ class TextEncoder:
         return self.tokenizer.subwords(self.text(texts, lang))
 
     def encode_batch(self, texts: list[str], lang: str) -> list[np.ndarray]:
-        flat, offsets = self.tokenizer.ids(self.subwords(texts, lang))
+        _, flat, offsets = self.tokenizer.encode(self.text(texts, lang))
         return [flat[offsets[i]:offsets[i + 1]] for i in range(len(texts))]
 
     def encode(self, text: str, lang: str) -> np.ndarray:

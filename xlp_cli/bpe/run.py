@@ -248,9 +248,9 @@ def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int) -> tu
             pieces[c].extend(d[c])
         for s in names:
             lines = [x or "" for x in d[col + s]]
-            sub = tok.subwords(lines)
+            sub, flat, offsets = tok.encode(lines)
             subs.setdefault(s, []).extend(sub)
-            ids.setdefault(s, []).append(tok.ids(sub))
+            ids.setdefault(s, []).append((flat, offsets))
     out: dict[str, pa.Array] = {c: pa.array(pieces[c], pa.string()) for c in cols[: len(cols) - len(names)]}
     n_tok = unk = 0
     for s in names:

@@ -26,6 +26,14 @@ class Tokenizer:
     def subwords(self, lines: list[str]) -> list[str]:
         return self.codec.apply_lines(lines)
 
+    def encode(self, lines: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(subword lines, flat int32 ids, int32 offsets with len(lines)+1 entries)."""
+        if self.kind == "fastbpe":
+            return self.codec.encode_lines(lines, self.dico.index, UNK_ID)
+        sub = self.subwords(lines)
+        flat, offsets = self.ids(sub)
+        return sub, flat, offsets
+
     def ids(self, sub: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Flat int32 ids and int32 offsets (len(sub)+1) for subword lines."""
         get = self.dico.index.get

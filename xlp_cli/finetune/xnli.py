@@ -260,8 +260,9 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
         return {**summary, "skipped": True}
 
     # data
-    dev, _ = xd.read_tsv(dev_file, langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
-    test, _ = xd.read_tsv(test_file, langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
+    # a dev/test file without a language column (e.g. MNLI's validation set) is English
+    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
+    test, _ = xd.read_tsv(test_file, default_lang="en", langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
     missing = [l for l in langs if l not in test]
     if missing:
         ui.warn(f"no XNLI test rows for {', '.join(missing)} in {test_file}; they are not evaluated")

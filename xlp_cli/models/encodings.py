@@ -31,8 +31,9 @@ Encodings (equations in docs/encodings.md)
                uses nn.Linear(dim, dim), which has a bias); `xlp_bias=False` drops it.
     vle        VLE Eq. 3: E_Voc_l = mean of the CURRENT word embeddings of Voc_l (top-K ids of language l),
                E_V_l = sigmoid(W_l E_Voc_l) * E_Voc_l, W_l in R^{d x d} without bias (Eq. 3 has none),
-               W_l ~ N(0, d^-1/2). Computed once per forward pass for all languages (an embedding_bag, not per
-               token); in eval mode with gradients off it is cached and reused until the weights change.
+               W_l ~ N(0, d^-1/2). Computed once per forward pass (an embedding_bag, not per token) for the
+               languages present in the batch; in eval mode with gradients off it is computed for all languages,
+               cached and reused until the weights change.
                style "adding": x + E_V[lang] per token; style "padding": E_V[lang of first token] prepended.
 """
 
@@ -197,28 +198,51 @@ class VleEncoding(LanguageEncoding):
         nn.init.normal_(self.W, mean=0.0, std=d_model ** -0.5)
         self._cache: tuple[Any, torch.Tensor] | None = None
 
-    def language_vectors(self, embedding: nn.Embedding) -> torch.Tensor:
-        """E_V for every language, [n_langs, d]. Cached in eval mode without grad while the weights are unchanged."""
+    def language_vectors(self, embedding: nn.Embedding, present: Sequence[int] | None = None) -> torch.Tensor:
+        """E_V for every language, [n_langs, d].
+
+        Training: computed once per forward pass, only for the languages `present` in the batch (rows of the
+        others are zeros and never read), so an MLM step of one language averages K embeddings, not n_langs*K.
+        Eval mode without gradients: all languages, cached while the weights are unchanged."""
         weight = embedding.weight
         use_cache = not self.training and not torch.is_grad_enabled()
-        key = (weight.data_ptr(), weight._version, self.W._version, self.voc_ids._version, weight.device)
-        if use_cache and self._cache is not None and self._cache[0] == key:
-            return self._cache[1]
-        e_voc = F.embedding_bag(self.voc_ids, weight, self.voc_offsets, mode="mean")  # [L, d]
-        gate = torch.sigmoid(torch.einsum("lij,lj->li", self.W, e_voc))              # sigma(W_l E_Voc_l)
-        e_v = gate * e_voc
         if use_cache:
+            key = (weight.data_ptr(), weight._version, self.W._version, self.voc_ids._version, weight.device)
+            if self._cache is not None and self._cache[0] == key:
+                return self._cache[1]
+            e_v = self._vectors(weight, list(range(self.n_langs)))
             self._cache = (key, e_v)
+            return e_v
+        self._cache = None
+        langs = list(range(self.n_langs)) if present is None else sorted(set(int(l) for l in present))
+        e_v = self._vectors(weight, langs)
+        if len(langs) == self.n_langs:
+            return e_v
+        full = e_v.new_zeros(self.n_langs, e_v.shape[1])
+        return full.index_copy(0, torch.tensor(langs, device=e_v.device), e_v)
+
+    def _vectors(self, weight: torch.Tensor, langs: list[int]) -> torch.Tensor:
+        """sigma(W_l E_Voc_l) * E_Voc_l for `langs` (in that order), [len(langs), d]."""
+        if len(langs) == self.n_langs:
+            ids, offsets = self.voc_ids, self.voc_offsets
         else:
-            self._cache = None
-        return e_v
+            starts = self.voc_offsets.tolist()
+            ids = torch.cat([self.voc_ids[starts[l]: starts[l] + self.sizes[l]] for l in langs])
+            offsets = torch.tensor([0] + [self.sizes[l] for l in langs[:-1]], device=ids.device).cumsum(0)
+        e_voc = F.embedding_bag(ids, weight, offsets, mode="mean")               # E_Voc_l, [n, d]
+        w = self.W if len(langs) == self.n_langs else self.W[langs]
+        gate = torch.sigmoid(torch.einsum("lij,lj->li", w, e_voc))               # sigma(W_l E_Voc_l)
+        return gate * e_voc
 
     def train(self, mode: bool = True) -> "VleEncoding":
         self._cache = None
         return super().train(mode)
 
     def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
-        e_v = self.language_vectors(embedding).to(word_emb.dtype)
+        present = None
+        if self.training or torch.is_grad_enabled():
+            present = torch.unique(langs if self.style == "adding" else langs[:, :1]).tolist()
+        e_v = self.language_vectors(embedding, present).to(word_emb.dtype)
         if self.style == "padding":
             return torch.cat([e_v[langs[:, :1]], word_emb], dim=1)
         return word_emb + e_v[langs]

@@ -23,6 +23,7 @@ class PrepareConfig:
     dump_date: str = opt("latest", "Wikipedia dump date (YYYYMMDD or latest).")
     opus_corpus: str = opt("", "OPUS corpus name for --download with --source opus (e.g. GlobalVoices).")
     workers: int = opt(1, "Worker processes for cleaning/normalizing/tokenizing.")
+    chunk_size: int = opt(2000, "Records per work unit sent to a worker, and the resume granularity (the output does not depend on it).")
     on_error: str = opt("raise", "What a bad record does: raise (stop with an error) or skip (count it in the manifest).", choices=("raise", "skip"))
     clean: bool = opt(True, "Remove non-printing characters.")
     normalize: bool = opt(True, "Moses punctuation normalization (per language).")
@@ -55,8 +56,8 @@ class PrepareConfig:
         for name in ("min_tokens", "max_tokens", "max_valid", "max_test", "max_records"):
             if getattr(self, name) < 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be >= 0")
-        if self.shard_size < 1:
-            raise BadInput("--shard-size must be at least 1")
+        if self.shard_size < 1 or self.chunk_size < 1:
+            raise BadInput("--shard-size and --chunk-size must be at least 1")
         if self.max_tokens and self.min_tokens > self.max_tokens:
             raise BadInput("--min-tokens is larger than --max-tokens")
         for name in ("valid_fraction", "test_fraction"):

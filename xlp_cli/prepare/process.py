@@ -3,18 +3,28 @@
 Records travel as plain tuples (cheap to pickle):
   mono  ("m", lang, text, source)
   pair  ("p", lang1, lang2, text1, text2, source)      with lang1 <= lang2 (the pipeline orders pairs)
-and come back as processed rows or a drop reason:
+and come back (from `process_chunk`) as processed rows or a drop reason:
   ("m", lang, id, source, raw, text, hash, u)
   ("p", "l1-l2", id, source, l1, l2, raw1, raw2, text1, text2, hash, u)
   ("x", reason)                                          reason: empty | too_short | too_long
 `hash` (64-bit, for de-duplication) and `u` (64-bit, for the split) come from one blake2b digest of the
 processed content, so equal content always dedups and always lands in the same split, whatever its source.
+
+`process_to_file` is what a worker runs: it processes one chunk and writes it, atomically, as a "chunk
+file" (`OUT/.work/chunk-NNNNNNNN.parquet`, columns CHUNK_COLUMNS) whose metadata holds the chunk's counts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from xlp_cli import artifacts
 
 from xlp_cli.text.pipeline import TextPipeline
 
@@ -77,3 +87,37 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
             h, u = content_hashes(f"{group}\x00{p1}\x00{p2}")
             out.append(("p", group, record_id(source, group, f"{p1}\x00{p2}"), source, l1, l2, r1, r2, p1, p2, h, u))
     return out
+
+
+CHUNK_COLUMNS = ["kind", "group", "id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2", "h", "u"]
+CHUNK_SCHEMA = pa.schema([(c, pa.string()) for c in CHUNK_COLUMNS[:-2]] + [("h", pa.uint64()), ("u", pa.uint64())])
+
+
+def _utf8_len(s: str) -> int:
+    return len(s.encode("utf-8", "surrogatepass"))
+
+
+def process_to_file(chunk: list[tuple], path: str, n_records: int) -> dict[str, Any]:
+    """Process `chunk` (the tasks made from `n_records` source records) into the chunk file `path`."""
+    rows = process_chunk(chunk)
+    cols: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
+    dropped: dict[str, int] = {}
+    for r in rows:
+        if r[0] == "x":
+            dropped[r[1]] = dropped.get(r[1], 0) + 1
+            continue
+        if r[0] == "m":
+            _, lang, rid, source, raw, text, h, u = r
+            r = ("m", lang, rid, source, lang, None, raw, None, text, None, h, u)
+        for c, v in zip(CHUNK_COLUMNS, r):
+            cols[c].append(v)
+    nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
+    meta = {"records": n_records, "bytes": nbytes, "dropped": dropped}
+    table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
+    with artifacts.atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    return meta
+
+
+def chunk_meta(path: str | Path) -> dict[str, Any]:
+    return json.loads(pq.read_schema(path).metadata[b"xlp"])

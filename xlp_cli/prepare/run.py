@@ -1,22 +1,23 @@
 """`xlp prepare`: source records -> processed, filtered, de-duplicated, split Parquet shards + manifest.
 
-Two phases, so that a killed run resumes to the same output (docs/prepare.md, "Resume"):
-
-1. process  The source is read in order and cut into blocks of BLOCK records (by position in the record
-            stream). Workers clean/normalize/tokenize/lowercase chunks of a block and apply the length
-            filter; the main process writes each finished block to `OUT/.work/block-NNNNNN.parquet`
-            (atomic). A rerun re-reads the source but skips the records of finished blocks.
-2. finalize Blocks are read in order: exact de-duplication (8-byte hashes), split by content hash with the
-            valid/test caps, `--max-records`, then streaming shard writers write
-            `OUT/<split>/<lang or l1-l2>/part-NNNNN.parquet`. The order of rows does not depend on the
-            block size or the number of workers, so every run of one config gives the same shards.
-            Then the manifest (last), then `.work` is removed.
+How a killed run resumes to the same output (docs/prepare.md, "Resume"):
+- The source is read in order and cut into chunks of `--chunk-size` records (by position in the record
+  stream). Workers clean/normalize/tokenize/lowercase a chunk, apply the length filter, and write it as a
+  chunk file `OUT/.work/chunk-NNNNNNNN.parquet` (atomic). A rerun re-reads the source but skips the records
+  of the finished chunks (an unbroken run of chunk files from 0).
+- The main process feeds chunk files, in order, to the Finalizer (finalize.py): exact de-duplication,
+  split by content hash with the valid/test caps, `--max-records`, and streaming shard writers for
+  `OUT/<split>/<lang or l1-l2>/part-NNNNN.parquet`. A rerun feeds the finished chunks again from 0, so
+  it makes exactly the same decisions; shards already on disk are checked and kept, not rewritten. Shard
+  bytes depend only on their rows, so they do not depend on workers, chunk size or interruptions.
+- Then the manifest (last), then `.work` is removed.
 With --bpe-codes/--bpe-from the `xlp bpe learn`/`apply` stages run on the result into OUT/bpe and OUT/ids.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import multiprocessing as mp
 import shutil
@@ -24,9 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.progress import ProgressColumn, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
@@ -36,20 +35,14 @@ from xlp_cli.config import to_dict
 from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.prepare import process
 from xlp_cli.prepare.config import PrepareConfig
-from xlp_cli.prepare.dedup import HashSet64
+from xlp_cli.prepare.finalize import SPLITS, Finalizer
 from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
-from xlp_cli.prepare.shards import GroupWriter
 from xlp_cli.text.langs import safe_folder_name
 
 STAGE = "prepare"
-BLOCK = 20_000  # records per work block (resume granularity); the final shards do not depend on it
-CHUNK = 500  # records per task sent to a worker; divides BLOCK
-SPLITS = ("train", "valid", "test")
 # config keys that do not change the output: a rerun with other values resumes instead of being refused
-_NOT_OUTPUT = ("workers", "force")
+_NOT_OUTPUT = ("workers", "force", "chunk_size")
 _WORK = ".work"
-_BLOCK_COLUMNS = ["kind", "group", "id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2", "h", "u"]
-_BLOCK_SCHEMA = pa.schema([(c, pa.string()) for c in _BLOCK_COLUMNS[:-2]] + [("h", pa.uint64()), ("u", pa.uint64())])
 
 
 # ---------------------------------------------------------------- progress columns
@@ -82,6 +75,10 @@ def _pipe_config(config: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- run
 def run(cfg: PrepareConfig) -> dict[str, Any]:
     t0 = time.time()
+    try:  # jemalloc gives memory back sooner than the default pool: peak memory stays flatter
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except (NotImplementedError, AttributeError):
+        pass
     out = Path(cfg.out)
     config = output_config(cfg)
     if cfg.bpe_from is not None and not Path(cfg.bpe_from).exists():
@@ -95,6 +92,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
             prev = _bpe_steps(cfg, out, prev)
         summary = _summary(prev, out, time.time() - t0)
         summary["status"] = "up to date (nothing to do)"
+        summary["docs_per_s"] = summary["mb_per_s"] = None
         return summary
 
     inputs = _inputs(cfg)
@@ -105,9 +103,18 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
 
     records = SOURCES[cfg.source](inputs, opts, errors)
     work = out / _WORK
-    stats = _phase_process(cfg, records, errors, work, _pipe_config(config))
-    counts, shards, dropped = _phase_finalize(cfg, out, work)
+    _remove_temp_shards(out)
+    fin = Finalizer(out, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction, max_valid=cfg.max_valid,
+                    max_test=cfg.max_test, max_records=cfg.max_records, shard_size=cfg.shard_size)
+    try:
+        stats = _process_and_finalize(cfg, records, errors, work, fin, _pipe_config(config))
+        counts, shards, dropped = fin.close()
+    except BaseException:
+        fin.abort()
+        raise
     dropped.update(stats["dropped"])
+    if not shards:
+        errors.warn("no record was kept: the output holds no shard")
 
     manifest = artifacts.new_manifest(
         STAGE, config,
@@ -131,7 +138,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     if cfg.bpe_codes or cfg.bpe_from:
         manifest = _bpe_steps(cfg, out, manifest)
     summary = _summary(manifest, out, time.time() - t0)
-    summary["status"] = "resumed and finished" if stats["resumed_blocks"] else "done"
+    summary["status"] = "resumed and finished" if stats["resumed"] else "done"
     return summary
 
 
@@ -158,16 +165,21 @@ def _shards_intact(out: Path, manifest: dict[str, Any]) -> bool:
     return True
 
 
-# ---------------------------------------------------------------- phase 1: process
+# ---------------------------------------------------------------- processing + finalizing
+@functools.lru_cache(maxsize=4096)
+def _folder_ok(lang: str) -> bool:
+    return safe_folder_name(lang)
+
+
 def _to_task(rec: Mono | Pair, errors: ErrorPolicy) -> tuple | None:
     if isinstance(rec, Mono):
-        if not safe_folder_name(rec.lang):
+        if not _folder_ok(rec.lang):
             errors.bad(f"language code {rec.lang!r} cannot name an output folder", path=rec.origin)
             return None
         return ("m", rec.lang, rec.text, rec.source)
     l1, l2, t1, t2 = rec.lang1, rec.lang2, rec.text1, rec.text2
     for lang in (l1, l2):
-        if not safe_folder_name(lang):
+        if not _folder_ok(lang):
             errors.bad(f"language code {lang!r} cannot name an output folder", path=rec.origin)
             return None
     if l1 == l2:
@@ -178,56 +190,71 @@ def _to_task(rec: Mono | Pair, errors: ErrorPolicy) -> tuple | None:
     return ("p", l1, l2, t1, t2, rec.source)
 
 
-def _task_bytes(task: tuple) -> int:
-    if task[0] == "m":
-        return len(task[2].encode("utf-8", "surrogatepass"))
-    return len(task[3].encode("utf-8", "surrogatepass")) + len(task[4].encode("utf-8", "surrogatepass"))
+def _chunk_path(work: Path, c: int) -> Path:
+    return work / f"chunk-{c:08d}.parquet"
 
 
-def _block_path(work: Path, b: int) -> Path:
-    return work / f"block-{b:06d}.parquet"
-
-
-def _finished_blocks(work: Path) -> int:
-    b = 0
-    while _block_path(work, b).is_file():
-        b += 1
-    for stray in work.glob("block-*.parquet"):  # blocks after a gap cannot be trusted to line up
-        if int(stray.stem.split("-")[1]) >= b:
+def _finished_chunks(work: Path) -> int:
+    """The number of chunk files 0..k-1 present without a gap; later ones (a gap) are removed."""
+    c = 0
+    while _chunk_path(work, c).is_file():
+        c += 1
+    for stray in work.glob("chunk-*.parquet"):
+        if int(stray.stem.split("-")[1]) >= c:
             stray.unlink()
-    return b
+    for tmp in work.glob(".chunk-*.tmp"):
+        tmp.unlink()
+    return c
 
 
-def _write_block(work: Path, b: int, rows: list[tuple], meta: dict[str, Any]) -> None:
-    cols: dict[str, list] = {c: [] for c in _BLOCK_COLUMNS}
-    for r in rows:
-        if r[0] == "m":
-            _, lang, rid, source, raw, text, h, u = r
-            vals = ("m", lang, rid, source, lang, None, raw, None, text, None, h, u)
-        else:
-            vals = r
-        for c, v in zip(_BLOCK_COLUMNS, vals):
-            cols[c].append(v)
-    table = pa.Table.from_pydict(cols, schema=_BLOCK_SCHEMA)
-    table = table.replace_schema_metadata({"xlp": json.dumps(meta)})
-    with artifacts.atomic_path(_block_path(work, b)) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+def _work_state(work: Path, cfg: PrepareConfig) -> dict[str, Any]:
+    """The chunk size is fixed by the first run of a folder (chunk files must line up on resume)."""
+    path = work / "state.json"
+    if path.is_file():
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if state["chunk_size"] != cfg.chunk_size:
+            ui.info(f"resuming with the chunk size of the interrupted run ({state['chunk_size']})")
+        return state
+    state = {"chunk_size": cfg.chunk_size}
+    artifacts.write_json_atomic(path, state)
+    return state
 
 
-def _phase_process(cfg: PrepareConfig, records: Iterator[Mono | Pair], errors: ErrorPolicy, work: Path,
-                   pipe_config: dict[str, Any]) -> dict[str, Any]:
+def _remove_temp_shards(out: Path) -> None:
+    for split in SPLITS:
+        if (out / split).is_dir():
+            for tmp in (out / split).glob("*/.part-*.tmp"):
+                tmp.unlink()
+
+
+def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], errors: ErrorPolicy, work: Path,
+                          fin: Finalizer, pipe_config: dict[str, Any]) -> dict[str, Any]:
+    """Run the chunks through the workers and the finalizer. Returns {records, bytes, dropped, resumed}."""
     work.mkdir(parents=True, exist_ok=True)
-    done_marker = work / "process.done"
-    if done_marker.is_file():
-        # Everything was processed before: the source is still read (its skips and warnings go to the
-        # manifest), nothing is processed again.
-        for _ in records:
-            pass
-        return json.loads(done_marker.read_text(encoding="utf-8"))
-    resumed = _finished_blocks(work)
-    start = resumed * BLOCK
+    size = _work_state(work, cfg)["chunk_size"]
+    totals: dict[str, Any] = {"records": 0, "bytes": 0, "dropped": collections.Counter()}
+
+    def account(meta: dict[str, Any]) -> None:
+        totals["records"] += meta["records"]
+        totals["bytes"] += meta["bytes"]
+        totals["dropped"].update(meta["dropped"])
+
+    done_marker = work / "source.done"
+    resumed = _finished_chunks(work)
     if resumed:
-        ui.info(f"resuming: {resumed} finished block(s) of {BLOCK} records are kept, skipping {start} records")
+        ui.info(f"resuming: {resumed} finished chunk(s) of {size} records are kept")
+    for c in range(resumed):
+        fin.add_file(_chunk_path(work, c))
+        account(process.chunk_meta(_chunk_path(work, c)))
+    if done_marker.is_file():  # every chunk was written: the source need not be read again
+        prev = json.loads(done_marker.read_text(encoding="utf-8"))
+        errors.skipped.update(prev["skipped"])
+        errors.examples.extend(prev["examples"])
+        errors.warnings.extend(prev["warnings"])
+        totals["resumed"] = resumed
+        totals["dropped"] = dict(totals["dropped"])
+        return totals
+    start = resumed * size
 
     pool = None
     if cfg.workers > 1:
@@ -235,138 +262,54 @@ def _phase_process(cfg: PrepareConfig, records: Iterator[Mono | Pair], errors: E
                                            initargs=(pipe_config, cfg.min_tokens, cfg.max_tokens))
     else:
         process.init_worker(pipe_config, cfg.min_tokens, cfg.max_tokens)
-    max_inflight = 2 * cfg.workers + 2
     inflight: collections.deque = collections.deque()
-    block_rows: list[tuple] = []
-    block_meta = {"records": 0, "bytes": 0, "dropped": collections.Counter()}
-    n_records = 0
-    n_bytes = 0
-
-    def finish_chunk(result: list[tuple], b: int, last: bool, nrec: int, nbytes: int) -> None:
-        for r in result:
-            if r[0] == "x":
-                block_meta["dropped"][r[1]] += 1
-            else:
-                block_rows.append(r)
-        block_meta["records"] += nrec
-        block_meta["bytes"] += nbytes
-        if last:
-            _write_block(work, b, block_rows, {"records": block_meta["records"], "bytes": block_meta["bytes"],
-                                               "dropped": dict(block_meta["dropped"])})
-            block_rows.clear()
-            block_meta["records"] = block_meta["bytes"] = 0
-            block_meta["dropped"] = collections.Counter()
-
-    def submit(chunk: list[tuple], b: int, last: bool, nrec: int, nbytes: int) -> None:
-        if pool is None:
-            finish_chunk(process.process_chunk(chunk), b, last, nrec, nbytes)
-            return
-        inflight.append((pool.apply_async(process.process_chunk, (chunk,)), b, last, nrec, nbytes))
-        while len(inflight) >= max_inflight:
-            drain_one()
-
-    def drain_one() -> None:
-        res, b, last, nrec, nbytes = inflight.popleft()
-        finish_chunk(res.get(), b, last, nrec, nbytes)
+    max_inflight = 2 * cfg.workers
 
     try:
         with _progress() as bar:
             task = bar.add_task(f"prepare {cfg.source}", total=None, bytes=0)
+
+            def finished(c: int, meta: dict[str, Any]) -> None:
+                fin.add_file(_chunk_path(work, c))
+                account(meta)
+                bar.update(task, completed=totals["records"], bytes=totals["bytes"])
+
+            def submit(chunk: list[tuple], c: int, n: int) -> None:
+                path = str(_chunk_path(work, c))
+                if pool is None:
+                    finished(c, process.process_to_file(chunk, path, n))
+                    return
+                inflight.append((pool.apply_async(process.process_to_file, (chunk, path, n)), c))
+                while len(inflight) >= max_inflight:
+                    res, cc = inflight.popleft()
+                    finished(cc, res.get())
+
             chunk: list[tuple] = []
-            chunk_records = chunk_bytes = 0
             index = 0
             for rec in records:
-                pos = index
                 index += 1
-                if pos < start:
+                if index <= start:
                     continue
                 t = _to_task(rec, errors)
-                nb = _task_bytes(t) if t is not None else 0
                 if t is not None:
                     chunk.append(t)
-                chunk_records += 1
-                chunk_bytes += nb
-                n_records += 1
-                n_bytes += nb
-                end_of_block = index % BLOCK == 0
-                if chunk_records >= CHUNK or end_of_block:
-                    submit(chunk, pos // BLOCK, end_of_block, chunk_records, chunk_bytes)
-                    chunk, chunk_records, chunk_bytes = [], 0, 0
-                    bar.update(task, completed=n_records, bytes=n_bytes)
-            if chunk_records or (index > start and index % BLOCK):
-                submit(chunk, (index - 1) // BLOCK, True, chunk_records, chunk_bytes)
+                if index % size == 0:
+                    submit(chunk, index // size - 1, size)
+                    chunk = []
+            if index > start and index % size:
+                submit(chunk, index // size, index % size)
             while inflight:
-                drain_one()
-            bar.update(task, completed=n_records, bytes=n_bytes)
+                res, cc = inflight.popleft()
+                finished(cc, res.get())
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
-
-    # totals over all blocks (those of an earlier, interrupted run included)
-    totals = {"records": 0, "bytes": 0, "dropped": collections.Counter(), "resumed_blocks": resumed}
-    for b in range(_finished_blocks(work)):
-        meta = json.loads(pq.read_schema(_block_path(work, b)).metadata[b"xlp"])
-        totals["records"] += meta["records"]
-        totals["bytes"] += meta["bytes"]
-        totals["dropped"].update(meta["dropped"])
+    artifacts.write_json_atomic(done_marker, {"skipped": dict(errors.skipped), "examples": errors.examples,
+                                              "warnings": errors.warnings})
+    totals["resumed"] = resumed
     totals["dropped"] = dict(totals["dropped"])
-    artifacts.write_json_atomic(done_marker, totals)
     return totals
-
-
-# ---------------------------------------------------------------- phase 2: finalize
-def _phase_finalize(cfg: PrepareConfig, out: Path, work: Path) -> tuple[dict, dict, dict]:
-    seen = HashSet64()
-    writers: dict[tuple[str, str], GroupWriter] = {}
-    kept: collections.Counter[str] = collections.Counter()
-    per_split: dict[str, collections.Counter[str]] = {s: collections.Counter() for s in SPLITS}
-    dropped: collections.Counter[str] = collections.Counter()
-    two64 = float(2**64)
-    vf = cfg.valid_fraction
-    tf = vf + cfg.test_fraction
-    caps = {"valid": cfg.max_valid, "test": cfg.max_test}
-    n_blocks = _finished_blocks(work)
-    try:
-        for b in range(n_blocks):
-            table = pq.read_table(_block_path(work, b))
-            if table.num_rows == 0:
-                continue
-            new = seen.add_batch(table.column("h").to_numpy())
-            dropped["duplicate"] += int((~new).sum())
-            us = table.column("u").to_numpy().astype(np.float64) / two64
-            cols = {c: table.column(c).to_pylist() for c in _BLOCK_COLUMNS[:-2]}
-            for i in np.flatnonzero(new):
-                group = cols["group"][i]
-                if cfg.max_records and kept[group] >= cfg.max_records:
-                    dropped["over_max_records"] += 1
-                    continue
-                u = us[i]
-                split = "valid" if u < vf else "test" if u < tf else "train"
-                if split != "train" and caps[split] and per_split[split][group] >= caps[split]:
-                    split = "train"
-                key = (split, group)
-                w = writers.get(key)
-                pair = cols["kind"][i] == "p"
-                if w is None:
-                    w = writers[key] = GroupWriter(out, split, group, pair, cfg.shard_size)
-                if pair:
-                    w.add((cols["id"][i], cols["source"][i], cols["lang1"][i], cols["lang2"][i], cols["raw1"][i],
-                           cols["raw2"][i], cols["text1"][i], cols["text2"][i]))
-                else:
-                    w.add((cols["id"][i], cols["source"][i], cols["lang1"][i], cols["raw1"][i], cols["text1"][i]))
-                kept[group] += 1
-                per_split[split][group] += 1
-        shards: dict[str, dict] = {}
-        for key in sorted(writers):
-            writers[key].close()
-            shards.update(writers[key].done)
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
-    counts = {s: dict(sorted(per_split[s].items())) for s in SPLITS}
-    return counts, dict(sorted(shards.items())), dict(dropped)
 
 
 # ---------------------------------------------------------------- BPE sub-steps
@@ -434,7 +377,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     dropped = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.get("dropped", {}).items())) or "none"
     ui.out.print(f"read {summary.get('records_read', 0):,} records, kept {summary.get('kept', 0):,}; dropped: {dropped}; "
                  f"skipped (bad input): {summary.get('skipped', 0):,}; warnings: {summary.get('warnings', 0)}")
-    ui.out.print(f"{summary.get('shards', 0)} shards in {summary.get('out')}  ({summary.get('seconds')} s, "
-                 f"{summary.get('docs_per_s')} docs/s, {summary.get('mb_per_s')} MB/s)")
+    speed = (f"{summary.get('docs_per_s')} docs/s, {summary.get('mb_per_s')} MB/s"
+             if summary.get("docs_per_s") is not None else "nothing to do")
+    ui.out.print(f"{summary.get('shards', 0)} shards in {summary.get('out')}  ({summary.get('seconds')} s, {speed})")
     if summary.get("ids"):
         ui.out.print(f"BPE: {summary.get('bpe') or 'reused'}; token ids in {summary.get('ids')}")

@@ -1,9 +1,11 @@
 """Streaming shard writers: rows go to `OUT/<split>/<group>/part-NNNNN.parquet` a row group at a time.
 
 A shard is written to a temp file and renamed when it holds `shard_size` rows (or at the end), so a shard
-exists only when complete, and memory holds at most one row group per open shard. Shards are numbered in
-order of their rows, and rows arrive in a deterministic order, so a rerun produces the same files; a shard
-that already exists (from an interrupted run of the same config) is not rewritten, only hashed.
+exists only when complete. Row groups hold exactly ROW_GROUP rows (the last one of a shard fewer), so
+the bytes of a shard depend only on its rows, not on how they arrived (chunk size, workers), and memory
+holds at most one row group per open shard. Rows arrive in a deterministic order, so a rerun produces
+the same files; a shard that already exists (from an interrupted run of the same config) is not
+rewritten, only checked and hashed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", 
                          ("raw", pa.string()), ("text", pa.string())])
 PAIR_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang1", pa.string()), ("lang2", pa.string()),
                          ("raw1", pa.string()), ("raw2", pa.string()), ("text1", pa.string()), ("text2", pa.string())])
-ROW_GROUP = 8192
+ROW_GROUP = 4096  # rows per Parquet row group
 
 
 class GroupWriter:
@@ -34,52 +36,58 @@ class GroupWriter:
         self.schema = PAIR_SCHEMA if pair else MONO_SCHEMA
         self.shard_size = shard_size
         self.index = 0
-        self.rows_in_shard = 0
-        self.buffer: list[list[str]] = [[] for _ in self.schema.names]
+        self.rows_in_shard = 0  # rows given to the current shard (written or pending)
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
         self.writer: pq.ParquetWriter | None = None
         self.tmp: Path | None = None
-        self.skip_existing = False
+        self.existing: bool | None = None  # current shard already on disk (None: not checked yet)
         self.done: dict[str, dict[str, int | str]] = {}  # relative path -> {sha256, rows}
         self.rows = 0
 
     def _path(self) -> Path:
         return self.folder / f"part-{self.index:05d}.parquet"
 
-    def add(self, row: tuple[str, ...]) -> None:
-        for col, v in zip(self.buffer, row):
-            col.append(v)
-        self.rows_in_shard += 1
-        self.rows += 1
-        if len(self.buffer[0]) >= ROW_GROUP:
-            self._flush_group()
-        if self.rows_in_shard >= self.shard_size:
-            self._close_shard()
+    def add_table(self, table: pa.Table) -> None:
+        table = table.cast(self.schema) if table.schema != self.schema else table
+        while table.num_rows:
+            room = self.shard_size - self.rows_in_shard
+            part, table = table.slice(0, room), table.slice(room)
+            self.pending.append(part)
+            self.pending_rows += part.num_rows
+            self.rows_in_shard += part.num_rows
+            self.rows += part.num_rows
+            while self.pending_rows >= ROW_GROUP:
+                self._write_rows(ROW_GROUP)
+            if self.rows_in_shard >= self.shard_size:
+                self._close_shard()
 
-    def _flush_group(self) -> None:
-        if not self.buffer[0]:
-            return
-        if self.writer is None and not self.skip_existing:
-            if self._path().exists():  # finished by an interrupted run of the same config: keep it
-                self.skip_existing = True
-            else:
+    def _write_rows(self, n: int) -> None:
+        """Write the first `n` pending rows as one row group."""
+        pending = pa.concat_tables(self.pending)
+        head, rest = pending.slice(0, n), pending.slice(n)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+        if self.existing is None:
+            self.existing = self._path().exists()  # finished by an interrupted run of the same config
+            if not self.existing:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=f".{self._path().name}.", suffix=".tmp", dir=self.folder)
                 os.close(fd)
                 self.tmp = Path(tmp)
                 self.writer = pq.ParquetWriter(self.tmp, self.schema, compression=artifacts.PARQUET_COMPRESSION)
         if self.writer is not None:
-            table = pa.Table.from_arrays([pa.array(c, pa.string()) for c in self.buffer], schema=self.schema)
-            self.writer.write_table(table, row_group_size=ROW_GROUP)
-        self.buffer = [[] for _ in self.schema.names]
+            self.writer.write_table(head.combine_chunks(), row_group_size=ROW_GROUP)
 
     def _close_shard(self) -> None:
-        self._flush_group()
+        if self.pending_rows:
+            self._write_rows(self.pending_rows)
         path = self._path()
         if self.writer is not None:
             self.writer.close()
             os.replace(self.tmp, path)  # type: ignore[arg-type]
             self.writer, self.tmp = None, None
-        elif self.skip_existing:
+        elif self.existing:
             found = pq.ParquetFile(path).metadata.num_rows
             if found != self.rows_in_shard:
                 raise WorkFailed(f"an existing shard holds {found} rows where this run makes {self.rows_in_shard}; "
@@ -89,7 +97,7 @@ class GroupWriter:
             self.done[rel] = {"sha256": artifacts.sha256_file(path), "rows": self.rows_in_shard}
             self.index += 1
         self.rows_in_shard = 0
-        self.skip_existing = False
+        self.existing = None
 
     def close(self) -> None:
         if self.rows_in_shard:

@@ -52,15 +52,13 @@ LE_MAGIC, BE_MAGIC = 0x950412DE, 0xDE120495
 _ACCEL_PAREN = re.compile(r"\s*\((?:_|&)[^\s)]\)")  # CJK style "(_F)" / "(&F)"
 _ACCEL = re.compile(r"(?<![\w&])[_&](?=\w)")  # "_File", "&Open" (not "a_b" nor "&&")
 _PLACEHOLDER = re.compile(
-    r"%%"
-    r"|%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?[diouxXeEfFgGaAcspnm]"
+    r"%(?:\d+\$)?[-+#0'_^]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32)?[diouxXeEfFgGaAcspnm]"
     r"|%\([^)]*\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # %(name)s
     r"|%\d+"  # Qt %1
     r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}"  # {0} {name} {x:>3}
     r"|\$\{?[A-Z_][A-Z0-9_]*\}?"  # $VAR ${VAR}
 )
 _EMPTY_PAIR = re.compile(r"[“\"'‘«»„‚「『(\[]\s*[”\"'’»«“‘」』)\]]")  # quotes/brackets a placeholder left empty
-_WS = re.compile(r"\s+")
 
 
 # ------------------------------------------------------------------ locating catalogs
@@ -307,37 +305,51 @@ def clean_message(s: str, accel: str | None = None) -> str:
     """Remove placeholders and keyboard accelerators. `accel` ('_' or '&'): the msgid marks an accelerator
     with it, so its first use before a letter is removed anywhere in `s` (translations put it mid-word:
     `Datei ö_ffnen`); without it only a marker at a word start counts (`snake_case` names stay)."""
-    s = s.replace("\t", " ")
-    s = _ACCEL_PAREN.sub("", s)
-    s = _PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else " ", s)
-    if accel:
-        s = re.sub(rf"(?<!{re.escape(accel)}){re.escape(accel)}(?=\w)", "", s, count=1)
-    s = _ACCEL.sub("", s)
-    s = s.replace("&&", "&")
+    if "\t" in s:
+        s = s.replace("\t", " ")
+    if "(" in s:
+        s = _ACCEL_PAREN.sub("", s)
+    if "%" in s or "{" in s or "$" in s:
+        s = _PLACEHOLDER.sub(" ", s.replace("%%", "%"))  # a literal "%%s" is a placeholder for later: goes too
+    if accel and accel in s:
+        s = _ACCEL_ANYWHERE[accel].sub("", s, count=1)
+    if "_" in s or "&" in s:
+        s = _ACCEL.sub("", s).replace("&&", "&")
     s = _EMPTY_PAIR.sub(" ", s)
-    return _WS.sub(" ", s).strip(" :")
+    return " ".join(s.split()).strip(" :")
+
+
+_ACCEL_ANYWHERE = {c: re.compile(rf"(?<!{re.escape(c)}){re.escape(c)}(?=\w)") for c in "_&"}
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def accelerator(msgid: str) -> str | None:
     """'_' or '&' when the English message marks a keyboard accelerator with it."""
+    if "_" not in msgid and "&" not in msgid:
+        return None
     m = _ACCEL.search(_PLACEHOLDER.sub(" ", msgid))
     return m.group(0) if m else None
 
 
 def message_pairs(msgid: str, msgstr: str) -> list[tuple[str, str]]:
     """Cleaned (English, translation) pairs of one catalog entry; [] when it has no usable text."""
-    msgid = msgid.split("\x04", 1)[-1].split("\x00", 1)[0]
-    msgstr = msgstr.split("\x00", 1)[0]
+    if "\x04" in msgid:
+        msgid = msgid.split("\x04", 1)[1]
+    if "\x00" in msgid:
+        msgid, msgstr = msgid.split("\x00", 1)[0], msgstr.split("\x00", 1)[0]
     if not msgstr.strip() or msgstr == msgid:
         return []
-    a = [x for x in msgid.split("\n") if x.strip()]
-    b = [x for x in msgstr.split("\n") if x.strip()]
-    pairs = list(zip(a, b)) if len(a) == len(b) else [(" ".join(a), " ".join(b))]
+    if "\n" in msgid or "\n" in msgstr:
+        a = [x for x in msgid.split("\n") if x.strip()]
+        b = [x for x in msgstr.split("\n") if x.strip()]
+        pairs = list(zip(a, b)) if len(a) == len(b) else [(" ".join(a), " ".join(b))]
+    else:
+        pairs = [(msgid, msgstr)]
     accel = accelerator(msgid)
     out = []
     for x, y in pairs:
         x, y = clean_message(x, accel), clean_message(y, accel)
-        if x and y and x != y and any(c.isalpha() for c in x) and any(c.isalpha() for c in y):
+        if x and y and x != y and _LETTER.search(x) and _LETTER.search(y):
             out.append((x, y))
     return out
 

@@ -1,0 +1,157 @@
+"""Pre-training throughput: xlp's encoder vs HuggingFace XLMWithLMHeadModel, and the cost of each encoding.
+
+    .venv/bin/python benchmarks/pretrain_throughput.py [--preset small] [--vocab 95000] [--langs 15]
+        [--batch 8] [--bptt 256] [--steps 8] [--rounds 3] [--threads 1] [--device cpu]
+
+1. tokens/s of one training step (forward, backward, AdamW step) of the `small` preset with the additive
+   (XLM) language embedding, against transformers' XLMWithLMHeadModel of the same dimensions (emb_dim, layers,
+   heads, FFN = 4*emb_dim, learned positions, n_langs language embeddings, GELU, post-LN, tied output) in the
+   same process, same batch, same optimizer. Target: ratio >= 1.3.
+   transformers is installed only for this benchmark (not a dependency); without it this part is skipped.
+2. step-time overhead of `xlp` and `vle` (K=100, K=10000 per language) over `additive`. Target <= 3%.
+
+Both models get the same random token batch (ids >= 14) with 15% of the positions as MLM targets; data loading
+is not timed. Configurations are timed in interleaved rounds and the median step time is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from xlp_cli.models.encoder import ModelConfig, TransformerEncoder  # noqa: E402
+
+
+def make_batch(args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(14, args.vocab, (args.batch, args.bptt), generator=g)
+    pred = torch.rand(ids.shape, generator=g) < 0.15
+    langs = torch.randint(0, args.langs, (args.batch,), generator=g)
+    return ids.to(args.device), pred.to(args.device), langs.to(args.device)
+
+
+def ours(args: argparse.Namespace, encoding: str, k: int = 100):
+    torch.manual_seed(0)
+    cfg = ModelConfig.from_preset(args.preset, vocab_size=args.vocab, langs=[f"l{i}" for i in range(args.langs)],
+                                  lang_encoding=encoding, n_positions=args.bptt + 8)
+    vocab = None
+    if encoding == "vle":
+        g = torch.Generator().manual_seed(1)
+        vocab = [torch.randperm(args.vocab - 14, generator=g)[:k].add(14).tolist() for _ in range(args.langs)]
+    model = TransformerEncoder(cfg, vle_vocab=vocab).to(args.device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8, weight_decay=1e-4)
+    ids, pred, langs = make_batch(args)
+    masked = ids.masked_fill(pred, 5)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        hidden = model.token_states(model(masked, langs))
+        loss = F.cross_entropy(model.mlm_logits(hidden[pred]), ids[pred])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+
+    return step, sum(p.numel() for p in model.parameters())
+
+
+def huggingface(args: argparse.Namespace):
+    try:
+        from transformers import XLMConfig, XLMWithLMHeadModel
+    except ImportError:
+        return None, 0
+    preset = ModelConfig.from_preset(args.preset, vocab_size=args.vocab)
+    if preset.d_ff != 4 * preset.d_model:
+        print(f"note: HF XLM's FFN is 4*emb_dim={4 * preset.d_model}; preset has d_ff={preset.d_ff}")
+    torch.manual_seed(0)
+    cfg = XLMConfig(vocab_size=args.vocab, emb_dim=preset.d_model, n_layers=preset.n_layers, n_heads=preset.n_heads,
+                    dropout=0.1, attention_dropout=0.1, gelu_activation=True, sinusoidal_embeddings=False,
+                    causal=False, asm=False, n_langs=args.langs, use_lang_emb=True,
+                    max_position_embeddings=args.bptt + 8, pad_index=2, bos_index=0, eos_index=1, unk_index=3,
+                    mask_index=5, is_encoder=True)
+    model = XLMWithLMHeadModel(cfg).to(args.device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8, weight_decay=1e-4)
+    ids, pred, langs = make_batch(args)
+    masked = ids.masked_fill(pred, 5)
+    labels = ids.masked_fill(~pred, -100)
+    lang_ids = langs[:, None].expand(-1, args.bptt)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=masked, langs=lang_ids, labels=labels)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+
+    return step, sum(p.numel() for p in model.parameters())
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_steps(step, n: int, device: str) -> float:
+    sync(device)
+    t = time.perf_counter()
+    for _ in range(n):
+        step()
+    sync(device)
+    return (time.perf_counter() - t) / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--vocab", type=int, default=95000, help="XLM15's vocabulary size")
+    ap.add_argument("--langs", type=int, default=15)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--bptt", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=8, help="timed steps per configuration per round")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--skip-hf", action="store_true")
+    args = ap.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    configs = {"additive": ours(args, "additive"), "xlp": ours(args, "xlp"),
+               "vle K=100": ours(args, "vle", 100), "vle K=10000": ours(args, "vle", 10000)}
+    hf = (None, 0) if args.skip_hf else huggingface(args)
+    if hf[0] is None and not args.skip_hf:
+        print("transformers is not installed: skipping the HuggingFace comparison "
+              "(pip install transformers into .venv to run it; it is not an xlp dependency)")
+    else:
+        configs["HF XLMWithLMHeadModel"] = hf
+    tokens = args.batch * args.bptt
+    print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, preset {args.preset}, "
+          f"vocab {args.vocab}, {args.langs} languages, batch {args.batch} x bptt {args.bptt} = {tokens} tokens/step")
+    for name, (step, _) in configs.items():
+        for _ in range(args.warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(args.rounds):
+        for name, (step, _) in configs.items():
+            times[name].append(time_steps(step, args.steps, args.device))
+    med = {name: statistics.median(v) for name, v in times.items()}
+    print(f"{'model':<24}{'params':>12}{'s/step':>10}{'tokens/s':>12}")
+    for name, (_, n) in configs.items():
+        print(f"{name:<24}{n:>12,}{med[name]:>10.4f}{tokens / med[name]:>12,.0f}")
+    if "HF XLMWithLMHeadModel" in med:
+        ratio = med["HF XLMWithLMHeadModel"] / med["additive"]
+        print(f"ratio xlp(additive) / HF XLM tokens/s: {ratio:.2f}x (target >= 1.3x)")
+    for name in ("xlp", "vle K=100", "vle K=10000"):
+        print(f"overhead {name} over additive: {100 * (med[name] / med['additive'] - 1):+.1f}% (target <= 3%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""`xlp evaluate --task analysis`: the papers' analysis figures for pre-trained runs, as PNG + numbers.
+
+    fig4  XLP Figure 4: for each English word of --words, its subword rows encoded with every language's
+          encoding (see embeddings.py), averaged, then the L x L cosine matrix (15 x 15 for the XNLI
+          languages). Summary number: mean off-diagonal cosine (XLM: "surprisingly high"; XLP: diverse).
+    fig5  XLP Figure 5: the --topic-words encoded into English, their cosine matrix. Summary numbers:
+          mean cosine within topics (groups of three, in order) and across topics.
+    fig2  XLP Figure 2 / Eq. 3 (runs with a language-embedding table: additive, attaching): for each
+          subword w_i of --sentence and the English language vector l, on head --head of the first layer,
+              word->language  (w_i W_Q)(l W_K)^T / sqrt(d_head)
+              language->word  (l W_Q)(w_i W_K)^T / sqrt(d_head)
+          on the raw embeddings, as in the paper (no positions, no embedding LayerNorm, no biases).
+    vle   VLE Figure 2 (vle runs): the histogram of the feature contributions sigmoid(W_l E_Voc_l) over all
+          languages and dimensions; numbers: the share above 0.8 and below 0.2.
+Output: `analysis_<run>_<fig>.png` and `results.json` (every matrix and value).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xlp_cli import artifacts, ui
+from xlp_cli.errors import BadInput
+from xlp_cli.evaluate.config import EvaluateConfig
+from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, subword_ids, word_vectors
+from xlp_cli.evaluate.xnli import order_langs
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> Path:
+    plt = _plt()
+    n = len(labels)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * n + 2), max(3.5, 0.45 * n + 1.5)), dpi=110)
+    im = ax.imshow(matrix, vmin=-1, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels(labels, rotation=90)
+    ax.set_yticklabels(labels)
+    if n <= 16:
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
+    langs = order_langs(run.langs)
+    res: dict[str, Any] = {"langs": langs, "words": {}}
+    first_png = None
+    for w in words:
+        vecs = []
+        for lang in langs:
+            v, cov = word_vectors(run, [w], "en", kind="encoded", encode_as=lang)
+            if not cov[0]:
+                break
+            vecs.append(v[0])
+        if len(vecs) != len(langs):
+            ui.warn(f"analysis: '{w}' has an <unk> subword in {run.name}; skipped")
+            continue
+        m = cosine_matrix(np.stack(vecs), np.stack(vecs))
+        off = m[~np.eye(len(langs), dtype=bool)]
+        res["words"][w] = {"matrix": m.round(4).tolist(), "mean_offdiag": float(off.mean()) if off.size else math.nan}
+        if first_png is None:
+            first_png = _heatmap(m, langs, f"{run.name}: '{w}' encoded per language (XLP Fig. 4)",
+                                 out / f"analysis_{run.name}_fig4.png")
+    if res["words"]:
+        res["mean_offdiag"] = float(np.mean([v["mean_offdiag"] for v in res["words"].values()]))
+    res["png"] = first_png.name if first_png else None
+    return res
+
+
+def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
+    v, cov = word_vectors(run, words, "en", kind="encoded", encode_as="en")
+    keep = [i for i, c in enumerate(cov) if c]
+    if len(keep) < 2:
+        return {"skipped": "fewer than two topic words without <unk> subwords"}
+    kw = [words[i] for i in keep]
+    m = cosine_matrix(v[keep], v[keep])
+    topic = {w: i // 3 for i, w in enumerate(words)}  # groups of three, in order
+    within, across = [], []
+    for a in range(len(kw)):
+        for b in range(a + 1, len(kw)):
+            (within if topic[kw[a]] == topic[kw[b]] else across).append(m[a, b])
+    png = _heatmap(m, kw, f"{run.name}: topic words in English (XLP Fig. 5)", out / f"analysis_{run.name}_fig5.png")
+    return {"words": kw, "matrix": m.round(4).tolist(), "within_topic": float(np.mean(within)) if within else math.nan,
+            "across_topic": float(np.mean(across)) if across else math.nan, "png": png.name}
+
+
+@torch.no_grad()
+def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
+    enc = run.model.lang_encoding
+    lang_table = getattr(enc, "lang_emb", None)
+    if lang_table is None:
+        return {"skipped": f"{run.encoding} has no language-embedding table (Eq. 3 is about additive embeddings)"}
+    model = run.model
+    d, h = model.config.d_model, model.config.n_heads
+    if not 0 <= head < h:
+        raise BadInput(f"--head must be in 0..{h - 1}")
+    dh = d // h
+    ids = torch.from_numpy(subword_ids(run, [sentence], "en")[0])
+    toks = run.text_encoder.dictionary.decode(int(i) for i in ids)
+    w = model.embed(ids)                                        # [n, d]
+    l = lang_table.weight[run.lang_index("en")][None]           # [1, d]
+    qkv = model.layers[0].attn.qkv.weight                       # [3d, d] (nn.Linear: y = x W^T)
+    wq, wk = qkv[:d], qkv[d:2 * d]
+    sl = slice(head * dh, (head + 1) * dh)
+    q_w, k_w = (w @ wq.T)[:, sl], (w @ wk.T)[:, sl]
+    q_l, k_l = (l @ wq.T)[:, sl], (l @ wk.T)[:, sl]
+    w2l = (q_w @ k_l.T)[:, 0] / math.sqrt(dh)
+    l2w = (q_l @ k_w.T)[0] / math.sqrt(dh)
+    plt = _plt()
+    fig, axes = plt.subplots(2, 1, figsize=(max(5.0, 0.5 * len(toks) + 1), 5), dpi=110, sharex=True)
+    axes[0].bar(range(len(toks)), w2l.numpy())
+    axes[0].set_ylabel("word → language")
+    axes[1].bar(range(len(toks)), l2w.numpy(), color="tab:orange")
+    axes[1].set_ylabel("language → word")
+    axes[1].set_xticks(range(len(toks)))
+    axes[1].set_xticklabels(toks, rotation=60)
+    axes[0].set_title(f"{run.name}: word-language terms of Eq. 3, layer 1 head {head} (XLP Fig. 2)", fontsize=9)
+    fig.tight_layout()
+    path = out / f"analysis_{run.name}_fig2.png"
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return {"tokens": toks, "word_to_language": w2l.tolist(), "language_to_word": l2w.tolist(), "head": head,
+            "png": path.name}
+
+
+@torch.no_grad()
+def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
+    enc = run.model.lang_encoding
+    if run.encoding != "vle":
+        return {"skipped": f"{run.encoding} is not vle"}
+    import torch.nn.functional as F
+
+    e_voc = F.embedding_bag(enc.voc_ids, run.model.embed.weight, enc.voc_offsets, mode="mean")
+    gate = torch.sigmoid(torch.einsum("lij,lj->li", enc.W, e_voc)).numpy()   # [L, d]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.5), dpi=110)
+    ax.hist(gate.ravel(), bins=20, range=(0, 1))
+    ax.set_xlabel("sigmoid(W_l E_Voc_l) per feature")
+    ax.set_ylabel("features (all languages)")
+    ax.set_title(f"{run.name}: VLE feature contributions (VLE Fig. 2)", fontsize=9)
+    fig.tight_layout()
+    path = out / f"analysis_{run.name}_vle.png"
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    hist, edges = np.histogram(gate.ravel(), bins=10, range=(0, 1))
+    return {"share_above_0.8": float((gate > 0.8).mean()), "share_below_0.2": float((gate < 0.2).mean()),
+            "histogram": hist.tolist(), "edges": edges.round(2).tolist(),
+            "per_language_mean": {l: float(g.mean()) for l, g in zip(run.langs, gate)}, "png": path.name}
+
+
+def run_analysis(cfg: EvaluateConfig) -> dict[str, Any]:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = cfg.name or []
+    results: dict[str, Any] = {"task": "analysis", "runs": {}}
+    pngs: list[str] = []
+    for i, folder in enumerate(cfg.data):
+        run = load_run(Path(folder), "", cfg.which)
+        run.name = names[i] if names else run.encoding
+        if run.name in results["runs"]:
+            raise BadInput("two runs have the same name; give --name for each --data")
+        run.lang_index("en")  # the words and the sentence are English
+        r = {"encoding": run.encoding, "folder": str(folder),
+             "fig4": fig4(run, cfg.words, out), "fig5": fig5(run, cfg.topic_words, out),
+             "fig2": fig2(run, cfg.sentence, cfg.head, out), "vle": vle_contributions(run, out)}
+        results["runs"][run.name] = r
+        pngs += [v["png"] for v in r.values() if isinstance(v, dict) and v.get("png")]
+    results["plots"] = pngs
+    artifacts.write_json_atomic(out / "results.json", results)
+    summary: dict[str, Any] = {"task": "analysis", "out": str(out), "results": str(out / "results.json"),
+                               "plots": [str(out / p) for p in pngs]}
+    for name, r in results["runs"].items():
+        summary[f"{name} fig4 mean off-diagonal cos"] = round(r["fig4"].get("mean_offdiag", math.nan), 4)
+        summary[f"{name} fig5 within/across topic cos"] = (f"{r['fig5'].get('within_topic', math.nan):.3f} / "
+                                                           f"{r['fig5'].get('across_topic', math.nan):.3f}")
+        if "share_above_0.8" in r["vle"]:
+            summary[f"{name} vle share >0.8 / <0.2"] = f"{r['vle']['share_above_0.8']:.2f} / {r['vle']['share_below_0.2']:.2f}"
+    return summary

@@ -1,0 +1,189 @@
+"""`xlp evaluate --task lexicon`: the VLE paper's cross-lingual embedding test (section 4.6, Table 2).
+
+For each language l with a dictionary `<dict-dir>/<l>-en.<dict-split>` (tab-separated `word<TAB>english`,
+several lines per word; space-separated MUSE files work too) and each pre-trained run:
+    mean cosine   over the dictionary pairs whose two words are covered (no <unk> subword), between the
+                  mean subword vector of the source word (processed as language l) and of the English word;
+    P@1, P@5      nearest-neighbour translation: each covered source word ranks every covered English word
+                  of that dictionary by cosine; a hit when a gold translation is among the top k.
+                  (MUSE ranks a 200k-word vocabulary with CSLS; this test's candidates are the dictionary's
+                  English side, so compare runs with each other, not with MUSE numbers.)
+Vectors are the raw embedding rows by default (`--embedding encoded` applies each side's language encoding).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli.errors import BadInput
+from xlp_cli.evaluate.config import EvaluateConfig
+from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, word_vectors
+from xlp_cli.evaluate.xnli import order_langs
+
+
+def read_dictionary(path: Path, max_pairs: int = 0) -> list[tuple[str, str]]:
+    if not path.is_file():
+        raise BadInput("no such dictionary file", path=path)
+    pairs: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            parts = line.split("\t") if "\t" in line else line.split()
+            if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+                raise BadInput("expected 'word<TAB>translation'", path=path, position=n)
+            pair = (parts[0].strip(), parts[1].strip())
+            if pair not in seen:
+                seen.add(pair)
+                pairs.append(pair)
+            if max_pairs and len(pairs) >= max_pairs:
+                break
+    if not pairs:
+        raise BadInput("dictionary is empty", path=path)
+    return pairs
+
+
+def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: str) -> dict[str, Any]:
+    src_words = sorted({s for s, _ in pairs})
+    tgt_words = sorted({t for _, t in pairs})
+    sv, sc = word_vectors(run, src_words, lang, kind=kind)
+    tv, tc = word_vectors(run, tgt_words, "en", kind=kind)
+    s_idx = {w: i for i, w in enumerate(src_words)}
+    t_idx = {w: i for i, w in enumerate(tgt_words)}
+    cov_pairs = [(s_idx[s], t_idx[t]) for s, t in pairs if sc[s_idx[s]] and tc[t_idx[t]]]
+    res: dict[str, Any] = {"pairs": len(pairs), "covered_pairs": len(cov_pairs),
+                           "source_words": len(src_words), "covered_source_words": int(sc.sum()),
+                           "mean_cos": math.nan, "p1": math.nan, "p5": math.nan}
+    if not cov_pairs:
+        return res
+    cand = np.flatnonzero(tc)                         # covered English words = the candidate set
+    sims = cosine_matrix(sv, tv[cand])                # [n_src, n_cand]
+    col = {int(c): j for j, c in enumerate(cand)}
+    res["mean_cos"] = float(np.mean([sims[s, col[t]] for s, t in cov_pairs]))
+    gold: dict[int, set[int]] = {}
+    for s, t in cov_pairs:
+        gold.setdefault(s, set()).add(col[t])
+    k = min(5, len(cand))
+    hits1 = hits5 = 0
+    for s, g in gold.items():
+        top = np.argsort(-sims[s], kind="stable")[:k]
+        hits1 += int(top[0] in g)
+        hits5 += int(any(int(x) in g for x in top))
+    res["p1"] = 100.0 * hits1 / len(gold)
+    res["p5"] = 100.0 * hits5 / len(gold)
+    res["queries"] = len(gold)
+    res["candidates"] = int(len(cand))
+    return res
+
+
+def run_lexicon_eval(cfg: EvaluateConfig) -> dict[str, Any]:
+    dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
+    if not dict_dir.is_dir():
+        raise BadInput("no dictionary folder (give --dict-dir)", path=dict_dir)
+    names = cfg.name or []
+    runs = []
+    for i, folder in enumerate(cfg.data):
+        run = load_run(Path(folder), "", cfg.which)
+        run.name = names[i] if names else run.encoding
+        runs.append(run)
+    if len({r.name for r in runs}) != len(runs):
+        raise BadInput("two runs have the same name; give --name for each --data")
+    requested = cfgmod.parse_langs(cfg.lang)
+    table: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        run.lang_index("en")
+        langs = requested or [l for l in run.langs if l != "en"]
+        for lang in langs:
+            run.lang_index(lang)  # a requested language without pre-training data is an error
+            path = dict_dir / f"{lang}-en.{cfg.dict_split}"
+            if not path.is_file():
+                if requested:
+                    raise BadInput(f"no dictionary for {lang}", path=path)
+                ui.warn(f"no dictionary {path.name} in {dict_dir}; {lang} is not evaluated")
+                continue
+            pairs = read_dictionary(path, cfg.max_pairs)
+            table.setdefault(run.name, {})[lang] = score_pairs(run, lang, pairs, cfg.embedding)
+    if not table:
+        raise BadInput("no language pair to evaluate (the runs know only English, or no dictionary matched)")
+    langs_all = order_langs({l for per in table.values() for l in per})
+    for name, per in table.items():
+        vals = [per[l] for l in langs_all if l in per and not math.isnan(per[l]["mean_cos"])]
+        per["avg"] = {k: float(np.mean([v[k] for v in vals])) if vals else math.nan for k in ("mean_cos", "p1", "p5")}
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plot = plot_lexicon(table, langs_all, out / "lexicon_cosine.png")
+    results = {"task": "lexicon", "embedding": cfg.embedding, "dict_dir": str(dict_dir), "dict_split": cfg.dict_split,
+               "langs": langs_all, "runs": table, "plots": [plot.name]}
+    artifacts.write_json_atomic(out / "results.json", results)
+    artifacts.write_text_atomic(out / "report.md", markdown(results))
+    return {"task": "lexicon", "out": str(out), "table": results, "results": str(out / "results.json"),
+            "report_md": str(out / "report.md"), "plots": [str(plot)]}
+
+
+def plot_lexicon(table: dict[str, dict[str, Any]], langs: list[str], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = langs + ["avg"]
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(cols) + 2), 3.8), dpi=110)
+    width = 0.8 / max(1, len(table))
+    for i, (name, per) in enumerate(table.items()):
+        xs = [j + (i - (len(table) - 1) / 2) * width for j in range(len(cols))]
+        ys = [per.get(l, {}).get("mean_cos", math.nan) for l in cols]
+        ax.bar(xs, [0 if math.isnan(y) else y for y in ys], width, label=name)
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels([f"{l}-en" if l != "avg" else l for l in cols], rotation=45)
+    ax.set_ylabel("mean cosine")
+    ax.set_title("Bilingual dictionary cosine (VLE Table 2)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def _f(v: float, nd: int = 1) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    runs = list(results["runs"])
+    header = ["pair"] + [f"{r} cos / P@1 / P@5" for r in runs]
+    lines = ["# Bilingual dictionary test (VLE 4.6, Table 2)", "",
+             f"Dictionaries `{results['dict_dir']}/xx-en.{results['dict_split']}`; {results['embedding']} embeddings; "
+             "split words average their subwords; P@k ranks the dictionary's English words by cosine.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for l in results["langs"] + ["avg"]:
+        cells = [f"{l}-en" if l != "avg" else "avg"]
+        for r in runs:
+            v = results["runs"][r].get(l)
+            cells.append(f"{_f(v['mean_cos'], 3)} / {_f(v['p1'])} / {_f(v['p5'])}" if v else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "![mean cosine](lexicon_cosine.png)", ""]
+    return "\n".join(lines)
+
+
+def rich_table(results: dict[str, Any]):
+    from rich.table import Table
+
+    t = Table(title=f"Bilingual dictionary test ({results['embedding']} embeddings): cos / P@1 / P@5")
+    t.add_column("pair")
+    for r in results["runs"]:
+        t.add_column(r, justify="right")
+    for l in results["langs"] + ["avg"]:
+        row = [f"{l}-en" if l != "avg" else "avg"]
+        for r in results["runs"]:
+            v = results["runs"][r].get(l)
+            row.append(f"{_f(v['mean_cos'], 3)} / {_f(v['p1'])} / {_f(v['p5'])}" if v else "-")
+        t.add_row(*row)
+    return t
