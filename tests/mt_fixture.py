@@ -28,10 +28,11 @@ def multi30k_lines(data: Path, split: str, lang: str, start: int, n: int) -> lis
     return lines[start:start + n]
 
 
-def build(tmp: Path, data: Path, pairs: dict[str, dict[str, tuple[str, int, int]]], max_words: int = 0) -> Path:
-    """pairs: {"de-en": {"train": ("train", start, n), "valid": (...), "test": (...)}} -> the IDS folder.
+def build(tmp: Path, data: Path, pairs: dict[str, dict[str, tuple]], max_words: int = 0) -> Path:
+    """pairs: {"de-en": {"train": ("train", start, n[, limit]), "valid": (...), "test": (...)}} -> the IDS folder.
 
-    Each split entry names the Multi30k file split and a line range; `max_words` drops longer sentences.
+    Each split entry names the Multi30k file split and a line range; `max_words` drops pairs with a longer
+    side, then at most `limit` pairs are kept.
     """
     pipe = TextPipeline.from_config(PIPELINE)
     codes = data / "xlm_bpe_xnli15" / "codes_xnli_15"
@@ -41,11 +42,12 @@ def build(tmp: Path, data: Path, pairs: dict[str, dict[str, tuple[str, int, int]
     counts: Counter = Counter()
     for pair, splits in pairs.items():
         l1, l2 = pair.split("-")
-        for split, (mfile, start, n) in splits.items():
+        for split, (mfile, start, n, *limit) in splits.items():
             raw1 = [pipe.raw(t) for t in multi30k_lines(data, mfile, l1, start, n)]
             raw2 = [pipe.raw(t) for t in multi30k_lines(data, mfile, l2, start, n)]
             text1, text2 = pipe.process_batch(raw1, l1), pipe.process_batch(raw2, l2)
             keep = [i for i in range(len(raw1)) if not max_words or max(len(text1[i].split()), len(text2[i].split())) <= max_words]
+            keep = keep[: limit[0]] if limit else keep
             sub1 = bpe.apply_lines([text1[i] for i in keep])
             sub2 = bpe.apply_lines([text2[i] for i in keep])
             rid = [hashlib.sha1(f"multi30k|{pair}|{text1[i]}|{text2[i]}".encode()).hexdigest()[:16] for i in keep]

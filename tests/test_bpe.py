@@ -232,7 +232,7 @@ def test_language_without_data_and_shards_of_another_stage(tmp_path):
     prep = make_prepared(tmp_path / "prep", {"en": ["a b c d"] * 3})
     code, out = _cli(["learn", "--data", str(prep), "--out", str(tmp_path / "bpe"), "--lang", "en,sw"])
     assert code == 2 and "no train data for language(s) sw" in _one_line_error(out)
-    assert not (tmp_path / "bpe" / "codes").exists()
+    assert not (tmp_path / "bpe").exists()  # bad input: --out not even created
     # learn from a folder of token-id shards instead of text shards
     ids = tmp_path / "ids"
     code, out = _cli(["apply", "--data", str(prep), "--out", str(ids), "--codes", str(FIX / "codes.ref"),
@@ -272,3 +272,15 @@ def test_text_encoder_rebuilds_raw_to_ids_chain(tmp_path):
         want = pq.read_table(tmp_path / f"ids/train/{lang}/part-00000.parquet").column("ids").to_pylist()[:100]
         assert [x.tolist() for x in enc.encode_batch(raw, lang)] == want
     assert enc.decode(enc.encode("Hello, world!", "en")) == "hello , world !"
+
+
+def test_codec_edge_cases():
+    codec = BpeCodec(FIX / "codes.ref", FIX / "vocab.ref")
+    assert codec.apply_lines([]) == []
+    assert codec.apply_lines(["", " ", "lowest"]) == ["", " ", "lowest"]
+    dico = Dictionary.read(FIX / "vocab.ref")
+    sub, flat, offsets = codec.encode_lines(["lowest road", "", "zzz"], dico.index)
+    assert offsets.tolist()[:3] == [0, len(sub[0].split()), len(sub[0].split())]
+    assert flat[offsets[2]:].tolist() == dico.encode(sub[2].split()).tolist()
+    with pytest.raises(BadInput, match="newline"):
+        codec.apply_lines(["two\nlines"])

@@ -3,13 +3,13 @@ dumps.wikimedia.org (and an OPUS-style zip), with Range support, resume, checksu
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.server
 import io
 import re
 import threading
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -191,8 +191,6 @@ def test_unknown_language_is_bad_input(tmp_path, site):
 
 def test_opus_moses_zip(tmp_path, site, shared_data):
     gv = shared_data / "opus_globalvoices_en_sw"
-    import gzip
-
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for lang in ("en", "sw"):

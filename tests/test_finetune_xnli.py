@@ -42,10 +42,11 @@ def _binomial_p_above(k: int, n: int, p: float = 1 / 3) -> float:
 
 @pytest.fixture(scope="module")
 def learned(runs, shared_data, tmp_path_factory):
-    """Transfer fine-tuning of the xlp run on 4000 real MNLI rows; held-out test rows: 1000 MNLI validation rows."""
+    """Transfer fine-tuning of the xlp run on 16,000 real MNLI rows (one epoch); held-out rows: 2,000 English
+    XNLI test rows (never trained or selected on)."""
     out = tmp_path_factory.mktemp("ft") / "ft_xlp"
-    cfg = _cfg(runs["xlp"], out, shared_data, lr=[2e-3], **{"batch-size": [32], "epochs": 3, "max-train-rows": 4000,
-               "max-eval-rows": 1000, "warmup": 50, "test-file": str(shared_data / "mnli_en" / "mnli_val.tsv")})
+    cfg = _cfg(runs["xlp"], out, shared_data, lr=[2e-3], **{"batch-size": [32], "epochs": 1, "max-train-rows": 16000,
+               "max-eval-rows": 2000, "warmup": 50})
     return out, run(cfg)
 
 
@@ -53,12 +54,12 @@ def learned(runs, shared_data, tmp_path_factory):
 def test_learns_above_chance_on_held_out_rows(learned):
     out, summary = learned
     rows = [json.loads(l) for l in (out / "predictions" / "seed1" / "test.en.jsonl").read_text().splitlines()]
-    assert len(rows) == 1000
+    assert len(rows) == 2000
     correct = sum(r["gold"] == r["pred"] for r in rows)
     # chance is 1/3 (balanced labels); demand a one-sided binomial p-value below 1e-3
-    assert _binomial_p_above(correct, len(rows)) < 1e-3, f"accuracy {correct / 10:.1f}% is not above chance"
+    assert _binomial_p_above(correct, len(rows)) < 1e-3, f"accuracy {correct / 20:.1f}% is not above chance"
     assert len({r["pred"] for r in rows}) >= 2  # not a constant classifier
-    assert summary["accuracy"]["1"]["test"]["en"] == pytest.approx(correct / 10)
+    assert summary["accuracy"]["1"]["test"]["en"] == pytest.approx(correct / 20)
     assert summary["frozen_projections"] is True
     m = json.loads((out / "manifest.json").read_text())
     assert m["stage"] == "finetune" and m["encoding"] == "xlp" and m["upstream"][0]["stage"] == "pretrain"
@@ -92,11 +93,9 @@ def test_resume_is_exact(runs, shared_data, tmp_path):
     dev, _ = xd.read_tsv(shared_data / "xnli" / "xnli.dev.tsv", langs={"en"}, max_rows_per_lang=40)
     enc_tr = xd.encode_examples(tr["en"][:96], pre.text_encoder, "en", 64, 200)
     enc_dev = xd.encode_examples(dev["en"], pre.text_encoder, "en", 64, 200)
-    lid = pre.lang_index("en")
-
     def go(folder: Path, epochs: int) -> None:
         cfg = _cfg(runs["additive"], folder, shared_data, epochs=epochs, dropout=0.1, warmup=5)
-        train_one(folder, pre, [(enc_tr, lid)], {"en": (enc_dev, lid)}, 1e-3, 16, 7, cfg, torch.device("cpu"))
+        train_one(folder, pre, [enc_tr], {"en": enc_dev}, 1e-3, 16, 7, cfg, torch.device("cpu"))
 
     (tmp_path / "a").mkdir()
     go(tmp_path / "a", 2)

@@ -7,7 +7,6 @@ import gettext as stdlib_gettext
 import re
 import unicodedata
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -89,6 +88,8 @@ def test_every_commoncrawl_file(shared_data):
     assert "function(" not in html_text and "{display" not in html_text  # no script/style
     recs, _ = read_all("commoncrawl", [folder / "cc_net_sample.warc.wet"], langs=["ru"])
     assert {r.lang for r in recs} == {"ru"} and len(recs) == 5
+    recs, _ = read_all("commoncrawl", [folder])  # the whole folder: SOURCE.md and the WAT file are passed over
+    assert len(recs) == sum(len(r) for r, _ in docs.values())
 
 
 def test_every_opus_xces_zip(shared_data):

@@ -82,3 +82,11 @@ def test_expand_inputs(tmp_path):
         expand_inputs([str(tmp_path / "nope.txt")])
     with pytest.raises(BadInput, match=r"no file matches"):
         expand_inputs([str(tmp_path / "*.xml")])
+
+
+def test_documentation_files_are_not_data(tmp_path):
+    from xlp_cli.prepare.sources._files import data_files
+
+    names = ["SOURCE.md", "README", "LICENSE.txt", "notes.html", "enwiki.xml.bz2", "train.de.gz", "readme_corpus.de"]
+    assert [p.name for p in data_files([tmp_path / n for n in names])] == ["enwiki.xml.bz2", "train.de.gz",
+                                                                          "readme_corpus.de"]

@@ -129,3 +129,42 @@ def test_max_records():
 def test_wikitext_to_lines(wikitext, expected):
     ns = {"file", "image", "category"}
     assert wikitext_to_lines(wikitext, ns) == expected
+
+
+def test_redirect_text_without_redirect_element(tmp_path):
+    page = "<page><title>{t}</title><ns>0</ns><revision><text>{x}</text></revision></page>"
+    xml = ("<mediawiki><siteinfo><dbname>dewiki</dbname></siteinfo>"
+           + page.format(t="Mieze", x="#WEITERLEITUNG [[Katze]]")
+           + page.format(t="Alt", x="#redirect [[Katze]]")
+           + page.format(t="Liste", x="# Paris [[Frankreich|liegt in Frankreich]].\n# Rom liegt in Italien.")
+           + "</mediawiki>")
+    (tmp_path / "d.xml").write_text(xml)
+    recs, _ = read_all("wikipedia", [tmp_path / "d.xml"])
+    assert [r.text for r in recs] == ["Paris liegt in Frankreich.", "Rom liegt in Italien."]
+
+
+def _dump_with_pages(tmp_path, n: int):
+    raw = TINY.read_text(encoding="utf-8")
+    head, rest = raw.split("  <page>", 1)
+    pages = "  <page>" + rest.rsplit("</mediawiki>", 1)[0]
+    path = tmp_path / f"dewiki-{n}.xml.bz2"
+    path.write_bytes(bz2.compress((head + "".join(pages.replace("<title>Katze", f"<title>Katze {i}")
+                                                  for i in range(n)) + "</mediawiki>\n").encode()))
+    return path
+
+
+def test_memory_stays_flat_with_dump_size(tmp_path):
+    import tracemalloc
+
+    from xlp_cli.prepare.records import ErrorPolicy, SourceOptions
+    from xlp_cli.prepare.sources import SOURCES
+
+    peaks = []
+    for n in (100, 400):
+        path = _dump_with_pages(tmp_path, n)
+        tracemalloc.start()
+        count = sum(1 for _ in SOURCES["wikipedia"]([path], SourceOptions(langs=[]), ErrorPolicy()))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert count == n * len(EXPECTED)
+    assert peaks[1] < 1.3 * peaks[0], peaks  # 4x the pages, not 4x the memory: pages are cleared as read

@@ -85,7 +85,7 @@ def test_bad_inputs_leave_no_output(tmp_path):
     ids = hand_corpus(tmp_path)
     with pytest.raises(BadInput, match="no train data for language"):
         run(VocabConfig(data=[ids], out=tmp_path / "a", lang=["en", "sw"]))
-    assert not (tmp_path / "a" / "vle_vocab.json").exists()
+    assert not (tmp_path / "a").exists()
     prep = make_prepared(tmp_path / "prep", {"en": ["a b"]})
     with pytest.raises(BadInput, match="expected the output of `xlp bpe apply`"):
         run(VocabConfig(data=[prep], out=tmp_path / "b"))
@@ -96,7 +96,7 @@ def test_bad_inputs_leave_no_output(tmp_path):
     other = make_ids(tmp_path / "ids2", ["x"], {"en": [[[14]]], "fr": [[]]})
     with pytest.raises(BadInput, match="fr have no tokens"):
         run(VocabConfig(data=[other], out=tmp_path / "d"))
-    assert not (tmp_path / "d" / "vocab_scores.parquet").exists()
+    assert not (tmp_path / "d").exists()
 
 
 counts_st = st.integers(2, 4).flatmap(lambda L: st.integers(N_SPECIALS + 1, N_SPECIALS + 25).flatmap(
@@ -187,3 +187,21 @@ def test_learn_bpe_and_score_real_multilingual_data(tmp_path):
         words = [t for t in top[lang] if t in standalone and len(t.strip("'")) > 1]
         hits = [w for w in words if _strip(w).strip("'") in known]
         assert len(words) >= 3 and len(hits) >= 0.8 * len(words), (lang, words, hits)
+
+
+def test_cli_prints_a_table_and_exits_2_on_bad_input(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from xlp_cli.commands import stage_command
+
+    app = typer.Typer()
+    stage_command(app, "vocab-score", "xlp_cli.vocab.config:VocabConfig", "xlp_cli.vocab.run:run", "score",
+                  "xlp_cli.vocab.run:print_summary")
+    app.command("noop")(lambda: None)  # keep `vocab-score` a sub-command
+    ids = hand_corpus(tmp_path)
+    r = CliRunner().invoke(app, ["vocab-score", "--data", str(ids), "--out", str(tmp_path / "voc"), "--k", "2,3"])
+    assert r.exit_code == 0, r.output
+    assert "der (∞)" in r.output and "the (4.0)" in r.output
+    r = CliRunner().invoke(app, ["vocab-score", "--data", str(ids), "--out", str(tmp_path / "v2"), "--k", "0"])
+    assert r.exit_code == 2 and r.output.startswith("xlp: error: ") and len(r.output.strip().splitlines()) == 1

@@ -232,10 +232,15 @@ def guard_out_dir(out: Path, stage: str, config: dict[str, Any], *, force: bool)
     return try_read_manifest(out)
 
 
+KEEP_ON_FORCE = {"downloads"}  # fetched raw inputs do not depend on the stage config
+
+
 def _clear_stage_folder(out: Path) -> None:
     import shutil
 
     for child in out.iterdir():
+        if child.name in KEEP_ON_FORCE:
+            continue
         if child.is_dir():
             shutil.rmtree(child)
         else:

@@ -18,11 +18,17 @@
 //                              .learn(n) -> list[(bytes left, bytes right, int count)]
 //                              .words()  -> list[(bytes word, int count)] in internal (map) order
 //                              .n_words / .n_tokens properties
+//   WordTable()                .unique(text) / .add(words, subwords, ids) / .apply(text) / .clear()
+//                              (see the comment above the WordTable type)
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <string_view>
+#include <unordered_set>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -200,6 +206,8 @@ void learn(State &st, size_t n_merges, Result &res) {
       if (merged_any) seq.assign(out.begin(), out.end());
     }
     pair_count.erase(kAB);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint64_t k : touched) {
       if (k == kAB) continue;
       auto it = pair_count.find(k);
@@ -325,7 +333,12 @@ struct Entry {
   std::vector<int32_t> ids;
 };
 struct Table {
-  std::unordered_map<std::string, Entry> map;
+  std::deque<std::string> keys;                         // stable storage for the map's keys
+  std::unordered_map<std::string_view, Entry> map;      // looked up without allocating
+  void clear() {
+    map.clear();
+    keys.clear();
+  }
 };
 
 typedef struct {
@@ -354,14 +367,13 @@ PyObject *WordTable_unique(WordTableObject *self, PyObject *arg) {
   const char *d = static_cast<const char *>(view.buf);
   std::vector<std::pair<size_t, size_t>> found;
   {
-    std::unordered_map<std::string, char> seen;
+    std::unordered_set<std::string_view> seen;
     size_t start = 0, n = size_t(view.len);
     for (size_t i = 0; i <= n; i++) {
       if (i == n || d[i] == ' ' || d[i] == '\n') {
         if (i > start) {
-          std::string w(d + start, i - start);
-          if (self->t->map.find(w) == self->t->map.end() && seen.emplace(std::move(w), 0).second)
-            found.emplace_back(start, i - start);
+          std::string_view w(d + start, i - start);
+          if (self->t->map.find(w) == self->t->map.end() && seen.insert(w).second) found.emplace_back(start, i - start);
         }
         start = i + 1;
       }
@@ -407,7 +419,14 @@ PyObject *WordTable_add(WordTableObject *self, PyObject *args) {
     e.sub.assign(s, size_t(sl));
     e.ids.resize(size_t(il / 4));
     if (il) std::memcpy(e.ids.data(), i, size_t(il));
-    self->t->map[std::string(w, size_t(wl))] = std::move(e);
+    std::string_view key(w, size_t(wl));
+    auto it = self->t->map.find(key);
+    if (it != self->t->map.end()) {
+      it->second = std::move(e);
+    } else {
+      self->t->keys.emplace_back(w, size_t(wl));
+      self->t->map.emplace(std::string_view(self->t->keys.back()), std::move(e));
+    }
   }
   Py_RETURN_NONE;
 }
@@ -424,15 +443,14 @@ PyObject *WordTable_apply(WordTableObject *self, PyObject *arg) {
   std::string missing_word;
   Py_BEGIN_ALLOW_THREADS out.reserve(n * 3 / 2 + 16);
   size_t start = 0;
-  std::string w;
   for (size_t i = 0; i <= n; i++) {
     if (i == n || d[i] == ' ' || d[i] == '\n') {
       if (i > start) {
-        w.assign(d + start, i - start);
+        std::string_view w(d + start, i - start);
         auto it = self->t->map.find(w);
         if (it == self->t->map.end()) {
           missing = true;
-          missing_word = w;
+          missing_word.assign(w);
           break;
         }
         out += it->second.sub;
@@ -465,7 +483,7 @@ PyObject *WordTable_apply(WordTableObject *self, PyObject *arg) {
 }
 
 PyObject *WordTable_clear(WordTableObject *self, PyObject *) {
-  self->t->map.clear();
+  self->t->clear();
   Py_RETURN_NONE;
 }
 

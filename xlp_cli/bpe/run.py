@@ -53,18 +53,18 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     config = to_dict(cfg)
     config.pop("force")
     out = Path(cfg.out)
-    previous = artifacts.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force)
-    files = ["spm.model", "dict.txt"] if cfg.tokenizer == "sentencepiece" else ["codes", "vocab", "dict.txt"]
-    if _finished(out, previous, files):
-        ui.info(f"{out}: already learned with this config; nothing to do")
-        return dict(previous["summary"], skipped=True)
-
+    # check the input before touching --out, so that bad input leaves nothing behind
     column = "raw" if cfg.tokenizer == "sentencepiece" else "text"
     sources = corpus.language_sources(prep, cfg.split, cfg.lang, cfg.parallel, column)
     n = {lang: corpus.rows([s for s, _ in shards]) for lang, shards in sources.items()}
     empty = [l for l, k in n.items() if k == 0]
     if empty:
         raise BadInput(f"language(s) {', '.join(empty)} have no {cfg.split} sentences", path=prep / cfg.split)
+    previous = artifacts.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force)
+    files = ["spm.model", "dict.txt"] if cfg.tokenizer == "sentencepiece" else ["codes", "vocab", "dict.txt"]
+    if _finished(out, previous, files):
+        ui.info(f"{out}: already learned with this config; nothing to do")
+        return dict(previous["summary"], skipped=True)
     plan = corpus.sampling_plan(n, cfg.alpha, cfg.sample_sentences)
     warnings: list[str] = []
 
@@ -182,11 +182,6 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     if clash:
         raise BadInput(f"the BPE was learned on text prepared with other settings ({', '.join(clash)}): "
                        "shards of another tokenizer", path=prep)
-    previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force)
-    if previous and previous.get("complete"):
-        ui.info(f"{out}: already applied with this config; nothing to do")
-        return dict(previous["summary"], skipped=True)
-
     folders = [f for f in corpus.list_folders(prep, cfg.split or None)
                if not cfg.lang or all(l in cfg.lang for l in f.langs)]
     if not folders:
@@ -194,6 +189,10 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     missing = [l for l in cfg.lang if not any(l in f.langs for f in folders)]
     if missing:
         raise BadInput(f"no data for language(s) {', '.join(missing)}", path=prep)
+    previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force)
+    if previous and previous.get("complete"):
+        ui.info(f"{out}: already applied with this config; nothing to do")
+        return dict(previous["summary"], skipped=True)
 
     shards_out: dict[str, Any] = {}
     counts: dict[str, dict[str, int]] = {}

@@ -45,6 +45,10 @@ class EvaluateConfig:
     head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.")
 
     # ------------------------------------------------------------------ translation (issue 6)
+    # (xlp_cli/evaluate/bleu.py; --data: `xlp finetune --task translation` folders; --split test|dev picks
+    # the test or valid predictions; --lang keeps directions whose both languages are listed)
+    bleu_tokenize: str = opt("13a", "translation: sacreBLEU tokenizer for detokenized BLEU (13a, intl, zh, ...).",
+                             choices=("13a", "intl", "zh", "ja-mecab", "ko-mecab", "char", "flores101", "flores200", "none"))
 
     def validate(self) -> None:
         if not self.data:

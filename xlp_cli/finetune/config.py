@@ -51,8 +51,9 @@ class FinetuneConfig:
     test_file: Path | None = opt(None, "xnli: XNLI test TSV, all languages (default: DATA/xnli/xnli.test.tsv).")
     translated_train: str = opt("", "xnli translate-train: training TSV per language, with {lang} in the path "
                                     "(default: the language's dev set, see docs/finetune.md).")
-    select_on: str = opt("en", "xnli transfer: select the checkpoint on English dev (en) or the average dev accuracy (avg).",
-                         choices=("en", "avg"))
+    train_lang: str = opt("en", "xnli transfer: the language of the training rows (English, as in the paper).")
+    select_on: str = opt("train", "xnli transfer: select the checkpoint on the training language's dev set (train: English dev) "
+                                  "or on the average dev accuracy of the test languages (avg).", choices=("train", "avg"))
     epoch_size: int = opt(0, "xnli: training examples per epoch (0: the whole training set; XLM uses 20000).")
     max_train_rows: int = opt(0, "xnli: use at most this many training rows (0: all).")
     max_eval_rows: int = opt(0, "xnli: evaluate at most this many rows per language and split (0: all).")

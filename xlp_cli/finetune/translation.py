@@ -497,12 +497,10 @@ def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
     """Detokenized sacreBLEU (13a) and tokenized BLEU (tokenize=none) of prediction rows."""
-    import sacrebleu
+    from sacrebleu.metrics import BLEU
 
-    hyp = [r["hyp"] for r in rows]
-    ref = [r["ref"] for r in rows]
-    detok = sacrebleu.corpus_bleu(hyp, [ref], lowercase=lowercase)
-    tok = sacrebleu.corpus_bleu([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]], tokenize="none")
+    detok = BLEU(lowercase=lowercase).corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
+    tok = BLEU(tokenize="none", force=True).corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
     return {"bleu": round(detok.score, 2), "tok_bleu": round(tok.score, 2), "n": len(rows)}
 
 

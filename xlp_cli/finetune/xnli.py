@@ -111,22 +111,40 @@ class Pretrained:
 
 
 # ---------------------------------------------------------------- evaluation
+class LangIds:
+    """Language indices of a set of examples: the hypothesis (= example) language, the premise language and
+    where the hypothesis starts, so mixed-language pairs get a [B, T] language tensor."""
+
+    def __init__(self, encs: list[xd.Encoded], pre: "Pretrained"):
+        self.hyp = np.concatenate([np.full(len(e), pre.lang_index(e.lang), np.int64) for e in encs])
+        self.prem = np.concatenate([np.asarray([pre.lang_index(p or e.lang) for p in e.premise_langs], np.int64)
+                                    if e.premise_langs else np.full(len(e), pre.lang_index(e.lang), np.int64)
+                                    for e in encs])
+        self.start = np.concatenate([e.hyp_start if e.hyp_start is not None else np.zeros(len(e), np.int64) for e in encs])
+        self.mixed = bool((self.hyp != self.prem).any())
+
+    def batch(self, rows: np.ndarray, t: int) -> torch.Tensor:
+        if not self.mixed:
+            return torch.from_numpy(self.hyp[rows])
+        return xd.lang_tensor(t, self.hyp[rows], self.prem[rows], self.start[rows])
+
+
 @torch.no_grad()
-def predict(model: Classifier, enc: xd.Encoded, lang_id: int, device: torch.device, batch_size: int) -> np.ndarray:
+def predict(model: Classifier, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> np.ndarray:
     """Predicted label id per example (in the order of `enc`)."""
     model.eval()
     out = np.zeros(len(enc), dtype=np.int64)
     for rows, ids, mask in xd.eval_batches(enc, batch_size):
-        langs = torch.full((ids.shape[0],), lang_id, dtype=torch.long)
-        logits = model(ids.to(device), langs.to(device), mask.to(device))
+        lang = langs.batch(rows, ids.shape[1])
+        logits = model(ids.to(device), lang.to(device), mask.to(device))
         out[rows] = logits.argmax(-1).cpu().numpy()
     return out
 
 
-def accuracy(model: Classifier, enc: xd.Encoded, lang_id: int, device: torch.device, batch_size: int) -> float:
+def accuracy(model: Classifier, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> float:
     if len(enc) == 0:
         return math.nan
-    pred = predict(model, enc, lang_id, device, batch_size)
+    pred = predict(model, enc, langs, device, batch_size)
     return float(100.0 * (pred == enc.labels).mean())
 
 
@@ -139,7 +157,7 @@ def lr_factor(step: int, warmup: int) -> float:
     return min(s / warmup, math.sqrt(warmup / s))
 
 
-def train_one(run_dir: Path, pre: Pretrained, train: list[tuple[xd.Encoded, int]], select: dict[str, tuple[xd.Encoded, int]],
+def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: dict[str, xd.Encoded],
               lr: float, bs: int, seed: int, cfg: FinetuneConfig, device: torch.device) -> dict[str, Any]:
     """Fine-tune one grid point; returns done.json's content (best selection accuracy and step)."""
     done = read_done(run_dir)
@@ -151,12 +169,13 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[tuple[xd.Encoded, int]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=cfg.weight_decay)
 
-    seqs = [x for enc, _ in train for x in enc.ids]
-    labels = np.concatenate([enc.labels for enc, _ in train]) if train else np.zeros(0, np.int64)
-    lang_ids = np.concatenate([np.full(len(enc), lid, np.int64) for enc, lid in train]) if train else np.zeros(0, np.int64)
+    seqs = [x for enc in train for x in enc.ids]
     n = len(seqs)
     if n == 0:
         raise BadInput("no training examples")
+    labels = np.concatenate([enc.labels for enc in train])
+    train_langs = LangIds(train, pre)
+    select_langs = {lang: LangIds([enc], pre) for lang, enc in select.items()}
     per_epoch = min(n, cfg.epoch_size) if cfg.epoch_size else n
     steps_per_epoch = math.ceil(per_epoch / bs)
     total = cfg.epochs * steps_per_epoch
@@ -172,7 +191,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[tuple[xd.Encoded, int]
 
     def evaluate_now() -> None:
         nonlocal best
-        dev = {lang: accuracy(model, enc, lid, device, cfg.eval_batch_size) for lang, (enc, lid) in select.items()}
+        dev = {lang: accuracy(model, enc, select_langs[lang], device, cfg.eval_batch_size) for lang, enc in select.items()}
         score = float(np.nanmean(list(dev.values())))
         metrics.write(json.dumps({"event": "valid", "step": step, "score": score, "dev": dev}) + "\n")
         metrics.flush()
@@ -190,7 +209,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[tuple[xd.Encoded, int]
             perm = torch.randperm(n, generator=g).numpy()[:per_epoch]
             rows = perm[pos * bs: (pos + 1) * bs]
             ids, mask = xd.collate([seqs[r] for r in rows])
-            langs = torch.from_numpy(lang_ids[rows])
+            langs = train_langs.batch(rows, ids.shape[1])
             y = torch.from_numpy(labels[rows])
             for group in opt.param_groups:
                 group["lr"] = lr * lr_factor(step, cfg.warmup)
@@ -249,7 +268,7 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
     else:
         langs = [l for l in XNLI_LANGS if l in pre.langs] + [l for l in pre.langs if l not in XNLI_LANGS]
     if cfg.setting == "transfer":
-        pre.lang_index("en")
+        pre.lang_index(cfg.train_lang)
 
     config = hashed_config(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -261,7 +280,7 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
 
     # data
     # a dev/test file without a language column (e.g. MNLI's validation set) is English
-    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
+    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=set(langs) | {cfg.train_lang}, max_rows_per_lang=cfg.max_eval_rows)
     test, _ = xd.read_tsv(test_file, default_lang="en", langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
     missing = [l for l in langs if l not in test]
     if missing:
@@ -279,19 +298,20 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
     groups: list[dict[str, Any]] = []  # one per trained model family: {name, train, select, test}
     skipped_rows = 0
     if cfg.setting == "transfer":
-        tr, skipped_rows = xd.read_tsv(train_file, default_lang="en", langs={"en"})
-        rows = tr.get("en", [])
+        tl = cfg.train_lang
+        tr, skipped_rows = xd.read_tsv(train_file, default_lang=tl, langs={tl})
+        rows = tr.get(tl, [])
         if not rows:
-            raise BadInput("no English training rows", path=train_file)
+            raise BadInput(f"no training rows in language {tl!r}", path=train_file)
         if cfg.max_train_rows:
             rows = rows[: cfg.max_train_rows]
-        sel_langs = ["en"] if cfg.select_on == "en" else [l for l in langs if l in dev]
-        if not all(l in dev for l in sel_langs):
-            raise BadInput("no English dev rows to select on", path=dev_file)
+        sel_langs = [tl] if cfg.select_on == "train" else [l for l in langs if l in dev]
+        if not sel_langs or not all(l in dev for l in sel_langs):
+            raise BadInput(f"no {tl!r} dev rows to select on", path=dev_file)
         groups.append({
             "name": "transfer",
-            "train": [(enc("train", "en", rows), pre.lang_index("en"))],
-            "select": {l: (enc("dev", l, dev[l]), pre.lang_index(l)) for l in sel_langs},
+            "train": [enc("train", cfg.train_lang, rows)],
+            "select": {l: enc("dev", l, dev[l]) for l in sel_langs},
             "predict": {l: {"dev": enc("dev", l, dev[l]) if l in dev else None, "test": enc("test", l, test[l])} for l in langs},
         })
     else:
@@ -316,8 +336,8 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
             sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
             groups.append({
                 "name": lang, "source": source,
-                "train": [(enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows), pre.lang_index(lang))],
-                "select": {lang: (sel, pre.lang_index(lang))},
+                "train": [enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)],
+                "select": {lang: sel},
                 "predict": {lang: {"dev": sel, "test": enc("test", lang, test[lang])}},
             })
 
@@ -347,7 +367,7 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
                     if e is None:
                         continue
                     write_predictions(cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl",
-                                      model, e, pre.lang_index(lang), device, cfg.eval_batch_size)
+                                      model, e, LangIds([e], pre), device, cfg.eval_batch_size)
 
     summary = summarize(cfg, pre, langs, results, skipped_rows)
     artifacts.write_json_atomic(cfg.out / "results.json", summary)
@@ -363,8 +383,8 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
     return summary
 
 
-def write_predictions(path: Path, model: Classifier, enc: xd.Encoded, lang_id: int, device: torch.device, bs: int) -> None:
-    pred = predict(model, enc, lang_id, device, bs)
+def write_predictions(path: Path, model: Classifier, enc: xd.Encoded, langs: LangIds, device: torch.device, bs: int) -> None:
+    pred = predict(model, enc, langs, device, bs)
     lines = [json.dumps({"id": i, "lang": enc.lang, "gold": xd.LABELS[int(g)], "pred": xd.LABELS[int(p)]}, ensure_ascii=False)
              for i, g, p in zip(enc.example_ids, enc.labels, pred)]
     artifacts.write_text_atomic(path, "\n".join(lines) + "\n")

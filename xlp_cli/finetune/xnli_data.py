@@ -4,13 +4,15 @@ TSV format (tab-separated, header row, no quoting: XNLI text contains quotes):
     XNLI:  language  gold_label  sentence1  sentence2  genre ...
     MNLI:  sentence1  sentence2  label  genre            (no language column: the file's language is given)
 Accepted column names: premise = sentence1 | premise, hypothesis = sentence2 | hypothesis,
-label = gold_label | label, language = language | lang (optional).
+label = gold_label | label, language = language | lang (optional), premise_language (optional: the premise is
+in another language than the hypothesis, as in the catalog-derived task of `xlp run`; default: the same).
 Labels: contradiction (alias contradictory, as in the XNLI-MT files), neutral, entailment; rows whose label
 is "-" (no annotator consensus in MultiNLI) are skipped and counted. Anything else is an error.
 
 Input ids follow XLM's XNLI classifier (src/evaluation/xnli.py + concat_batches without position reset):
     </s> premise </s> hypothesis </s>
-positions 0..T-1 continuously, and every token carries the example's language. Each sentence is cut to
+positions 0..T-1 continuously, and every token carries its segment's language (the example's language, or
+for `</s> premise </s>` the premise language when one is given). Each sentence is cut to
 `max_len` tokens including its </s> markers, as XLM's `truncate` does.
 """
 
@@ -38,6 +40,7 @@ _COLS = {
     "hypothesis": ("sentence2", "hypothesis"),
     "label": ("gold_label", "label"),
     "lang": ("language", "lang"),
+    "premise_lang": ("premise_language", "premise_lang"),
 }
 
 
@@ -48,6 +51,7 @@ class Example:
     premise: str
     hypothesis: str
     label: int
+    premise_lang: str = ""  # "" = the example's language
 
 
 def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | None = None,
@@ -96,8 +100,9 @@ def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | N
             premise, hypothesis = cells[idx["premise"]], cells[idx["hypothesis"]]
             if not premise.strip() or not hypothesis.strip():
                 raise BadInput("empty premise or hypothesis", path=path, position=n)
+            plang = cells[idx["premise_lang"]].strip() if "premise_lang" in idx else ""
             rows.append(Example(id=f"{path.name}:{n}", lang=lang, premise=premise, hypothesis=hypothesis,
-                                label=LABEL_IDS[label.lower()]))
+                                label=LABEL_IDS[label.lower()], premise_lang="" if plang == lang else plang))
     return out, skipped
 
 
@@ -119,6 +124,8 @@ class Encoded:
     labels: np.ndarray
     example_ids: list[str]
     lang: str
+    premise_langs: list[str] | None = None  # per example ("" = lang); None when every premise is in `lang`
+    hyp_start: np.ndarray | None = None     # per example: index of the hypothesis segment (after "</s> p </s>")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -141,25 +148,38 @@ def encode_texts(text_encoder, texts: list[str], lang: str) -> list[list[int]]:
 
 def encode_examples(examples: list[Example], text_encoder, lang: str, max_len: int, max_total: int) -> Encoded:
     """Encode with the pre-training run's text pipeline for `lang`; the total is cut to the model's positions."""
-    premises = encode_texts(text_encoder, [e.premise for e in examples], lang)
+    premises: list[list[int]] = [[] for _ in examples]
+    by_lang: dict[str, list[int]] = {}
+    for i, e in enumerate(examples):  # each premise with its own language's pipeline
+        by_lang.setdefault(e.premise_lang or lang, []).append(i)
+    for plang, rows in by_lang.items():
+        for i, ids_p in zip(rows, encode_texts(text_encoder, [examples[i].premise for i in rows], plang)):
+            premises[i] = ids_p
     hypotheses = encode_texts(text_encoder, [e.hypothesis for e in examples], lang)
-    ids = []
+    ids, starts = [], []
     for p, h in zip(premises, hypotheses):
+        p = list(p)[: max_len - 2]
         x = build_input(p, h, max_len)
         if len(x) > max_total:  # the model has fewer positions than 2*max_len: cut the premise first
             over = len(x) - max_total
-            keep_p = max(1, len(p) - over)
-            x = build_input(list(p)[:keep_p], h, max_len)[:max_total]
+            p = p[: max(1, len(p) - over)]
+            x = build_input(p, h, max_len)[:max_total]
             x[-1] = EOS_INDEX
         ids.append(x)
+        starts.append(len(p) + 2)
+    mixed = any(e.premise_lang for e in examples)
     return Encoded(ids=ids, labels=np.asarray([e.label for e in examples], dtype=np.int64),
-                   example_ids=[e.id for e in examples], lang=lang)
+                   example_ids=[e.id for e in examples], lang=lang,
+                   premise_langs=[e.premise_lang for e in examples] if mixed else None,
+                   hyp_start=np.asarray(starts, dtype=np.int64))
 
 
 def save_encoded(path: Path, enc: Encoded) -> None:
     table = pa.table({
         "id": pa.array(enc.example_ids, pa.string()),
         "lang": pa.array([enc.lang] * len(enc), pa.string()),
+        "premise_lang": pa.array(enc.premise_langs or [""] * len(enc), pa.string()),
+        "hyp_start": pa.array(enc.hyp_start if enc.hyp_start is not None else np.zeros(len(enc), np.int64), pa.int32()),
         "label": pa.array(enc.labels, pa.int8()),
         "ids": pa.array([x.tolist() for x in enc.ids], pa.list_(pa.int32())),
     })
@@ -169,16 +189,19 @@ def save_encoded(path: Path, enc: Encoded) -> None:
 def load_encoded(path: Path) -> Encoded:
     t = artifacts.read_shard(path)
     langs = t.column("lang").to_pylist()
+    plangs = t.column("premise_lang").to_pylist()
     return Encoded(ids=[np.asarray(x, dtype=np.int32) for x in t.column("ids").to_pylist()],
                    labels=np.asarray(t.column("label").to_pylist(), dtype=np.int64),
-                   example_ids=t.column("id").to_pylist(), lang=langs[0] if langs else "")
+                   example_ids=t.column("id").to_pylist(), lang=langs[0] if langs else "",
+                   premise_langs=plangs if any(plangs) else None,
+                   hyp_start=np.asarray(t.column("hyp_start").to_pylist(), dtype=np.int64))
 
 
 def cached_encode(cache: Path, examples: list[Example], text_encoder, lang: str, max_len: int, max_total: int) -> Encoded:
     """Encode once; later runs (other seeds, resume) read the Parquet cache. The cache key includes the rows."""
     h = hashlib.sha256()
     for e in examples:
-        h.update(f"{e.id}\t{e.premise}\t{e.hypothesis}\t{e.label}\n".encode("utf-8"))
+        h.update(f"{e.id}\t{e.premise_lang}\t{e.premise}\t{e.hypothesis}\t{e.label}\n".encode("utf-8"))
     path = cache.with_name(f"{cache.name}.{h.hexdigest()[:12]}.parquet")
     if path.is_file():
         return load_encoded(path)
@@ -195,6 +218,13 @@ def collate(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = torch.from_numpy(s.astype(np.int64))
     return ids, ids.eq(PAD_INDEX)
+
+
+def lang_tensor(t: int, hyp_lang: np.ndarray, premise_lang: np.ndarray, hyp_start: np.ndarray) -> torch.Tensor:
+    """[B, T] language index per position: the premise segment (positions < hyp_start) gets `premise_lang`."""
+    pos = np.arange(t)[None, :]
+    out = np.where(pos < hyp_start[:, None], premise_lang[:, None], hyp_lang[:, None])
+    return torch.from_numpy(out.astype(np.int64))
 
 
 def eval_batches(enc: Encoded, batch_size: int) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:

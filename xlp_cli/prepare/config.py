@@ -36,7 +36,7 @@ class PrepareConfig:
     test_fraction: float = opt(0.01, "Share of records (by content hash) in the test split.")
     max_valid: int = opt(5000, "Cap on valid records per language (0: no cap), as XLM's 5000.")
     max_test: int = opt(5000, "Cap on test records per language (0: no cap).")
-    max_records: int = opt(0, "Keep at most this many records per language/pair (0: all).")
+    max_records: int = opt(0, "Read at most this many records per language/pair from the source, and keep at most this many (0: all).")
     mono_from_parallel: bool = opt(False, "Also write each side of parallel data as monolingual records.")
     lid_threshold: float = opt(0.5, "Language-ID confidence needed to keep a CommonCrawl document.")
     shard_size: int = opt(100_000, "Records per Parquet shard.")

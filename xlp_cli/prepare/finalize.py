@@ -1,7 +1,8 @@
 """From processed chunk files to final shards: exact de-duplication, split, caps, shard writing.
 
 Chunk files are fed in order. Per language or pair ("group"):
-- a record whose content hash was seen before (in this group: the hash covers the language) is a duplicate;
+- with --dedup (default), a record whose content hash was seen before (in this group: the hash covers the
+  language) is a duplicate;
 - with --max-records, records past the cap are dropped;
 - the split comes from the content hash: u = hash/2^64; valid if u < valid_fraction, test if
   u < valid_fraction + test_fraction, else train. Once a group's valid (test) split holds --max-valid
@@ -28,8 +29,9 @@ _PAIR = ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]
 
 class Finalizer:
     def __init__(self, out: Path, *, valid_fraction: float, test_fraction: float, max_valid: int, max_test: int,
-                 max_records: int, shard_size: int):
+                 max_records: int, shard_size: int, dedup: bool = True):
         self.out = out
+        self.dedup = dedup
         self.vf = valid_fraction
         self.tf = valid_fraction + test_fraction
         self.caps = {"valid": max_valid, "test": max_test}
@@ -48,11 +50,13 @@ class Finalizer:
     def add_batch(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        new = self.seen.add_batch(table.column("h").to_numpy())
-        self.dropped["duplicate"] += int((~new).sum())
-        table = table.filter(pa.array(new))
-        if table.num_rows == 0:
-            return
+        if self.dedup:
+            new = self.seen.add_batch(table.column("h").to_numpy())
+            if not new.all():
+                self.dropped["duplicate"] += int((~new).sum())
+                table = table.filter(pa.array(new))
+                if table.num_rows == 0:
+                    return
         u = table.column("u").to_numpy().astype(np.float64) / float(2**64)
         groups = table.column("group").combine_chunks().dictionary_encode()
         codes = groups.indices.to_numpy(zero_copy_only=False)

@@ -40,8 +40,9 @@ from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
 from xlp_cli.text.langs import safe_folder_name
 
 STAGE = "prepare"
-# config keys that do not change the output: a rerun with other values resumes instead of being refused
-_NOT_OUTPUT = ("workers", "force", "chunk_size")
+# config keys that do not change the output (a rerun with other values resumes instead of being refused;
+# `out` is left out so that a moved folder is still recognised)
+_NOT_OUTPUT = ("workers", "force", "chunk_size", "out")
 _WORK = ".work"
 
 
@@ -86,7 +87,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
     chash = artifacts.config_hash(config)
 
-    if prev is not None and prev.get("config_hash") == chash and _shards_intact(out, prev):
+    if prev is not None and prev.get("config_hash") == chash and _shards_intact(out, prev, remove_bad=True):
         shutil.rmtree(out / _WORK, ignore_errors=True)
         if (cfg.bpe_codes or cfg.bpe_from) and not prev.get("outputs", {}).get("ids"):
             prev = _bpe_steps(cfg, out, prev)
@@ -105,7 +106,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     work = out / _WORK
     _remove_temp_shards(out)
     fin = Finalizer(out, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction, max_valid=cfg.max_valid,
-                    max_test=cfg.max_test, max_records=cfg.max_records, shard_size=cfg.shard_size)
+                    max_test=cfg.max_test, max_records=cfg.max_records, shard_size=cfg.shard_size, dedup=cfg.dedup)
     try:
         stats = _process_and_finalize(cfg, records, errors, work, fin, _pipe_config(config))
         counts, shards, dropped = fin.close()
@@ -156,13 +157,18 @@ def _inputs(cfg: PrepareConfig) -> list[Path]:
     return expand_inputs(cfg.inputs)
 
 
-def _shards_intact(out: Path, manifest: dict[str, Any]) -> bool:
-    shards = manifest.get("outputs", {}).get("shards", {})
-    for rel, info in shards.items():
+def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = False) -> bool:
+    """Every shard the manifest lists is there with its sha256. With `remove_bad`, damaged ones are deleted
+    (the run that follows rebuilds them; shards on disk are otherwise trusted and kept)."""
+    ok = True
+    for rel, info in manifest.get("outputs", {}).get("shards", {}).items():
         p = out / rel
         if not p.is_file() or artifacts.sha256_file(p) != info.get("sha256"):
-            return False
-    return True
+            ok = False
+            if remove_bad and p.is_file():
+                ui.warn(f"{p}: shard does not match its sha256 in the manifest; rebuilding it")
+                p.unlink()
+    return ok
 
 
 # ---------------------------------------------------------------- processing + finalizing

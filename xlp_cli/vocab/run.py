@@ -28,6 +28,10 @@ RULE = ("m(x) = C_l(x) / C_!=l(x); tokens with C_!=l(x) = 0 get m = inf and rank
 
 def _ids_folder(data: list[Path]) -> tuple[Path, dict[str, Any]]:
     found = artifacts.find_upstream(data, "bpe-apply")
+    if found is None:  # `xlp prepare --bpe-codes/--bpe-from` keeps its ids in a sub-folder
+        subs = [Path(d) / m["outputs"]["ids"] for d in data
+                if (m := artifacts.try_read_manifest(d)) and isinstance(m.get("outputs"), dict) and m["outputs"].get("ids")]
+        found = artifacts.find_upstream(subs, "bpe-apply") if subs else None
     if found is None:
         for d in data:
             m = artifacts.read_manifest(d)
@@ -82,11 +86,6 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     config.pop("force")
     config.pop("show")
     out = Path(cfg.out)
-    previous = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
-    if previous and previous.get("complete") and (out / "vle_vocab.json").is_file():
-        ui.info(f"{out}: already scored with this config; nothing to do")
-        return dict(previous["summary"], skipped=True)
-
     sources = language_shards(ids_dir, cfg.split, cfg.lang, cfg.parallel)
     langs = sorted(sources)
     counts = np.zeros((len(langs), len(dico)), dtype=np.int64)
@@ -96,6 +95,11 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     empty = [l for li, l in enumerate(langs) if counts[li].sum() == 0]
     if empty:
         raise BadInput(f"language(s) {', '.join(empty)} have no tokens in the {cfg.split} split", path=ids_dir / cfg.split)
+    # counting is cheap: only now, with the input known good, touch --out (resume = nothing left to do)
+    previous = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
+    if previous and previous.get("complete") and (out / "vle_vocab.json").is_file():
+        ui.info(f"{out}: already scored with this config; nothing to do")
+        return dict(previous["summary"], skipped=True)
     warnings: list[str] = []
     if len(langs) == 1:
         warnings.append("only one language: every token is exclusive, so the ranking is by frequency")

@@ -133,3 +133,14 @@ class TolerantStream:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def is_documentation(name: str) -> bool:
+    """README, LICENSE, INFO, SOURCE, COPYING and *.md/*.html files that corpus folders and releases carry."""
+    stem = name.split(".")[0].upper()
+    return stem in ("README", "LICENSE", "INFO", "SOURCE", "COPYING") or name.lower().endswith((".md", ".html"))
+
+
+def data_files(inputs: list[Path]) -> list[Path]:
+    """The inputs without documentation files (see `is_documentation`)."""
+    return [p for p in inputs if not is_documentation(p.name)]

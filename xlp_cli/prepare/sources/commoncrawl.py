@@ -26,7 +26,9 @@ from typing import Iterator
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
-from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, TolerantStream, archive_problem, compression, open_binary
+from xlp_cli import ui
+from xlp_cli.prepare.sources._files import (ARCHIVE_ERRORS, TolerantStream, archive_problem, compression, data_files,
+                                          open_binary)
 
 NAME = "commoncrawl"
 
@@ -117,13 +119,16 @@ def identify(text: str) -> tuple[str, float]:
 
 
 def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
-    inputs = expand_inputs(inputs)
+    inputs = data_files(expand_inputs(inputs))
     known = set(identifier().labels)
     unknown = [lang for lang in opts.langs if lang not in known]
     if unknown:
         raise BadInput(f"unknown language code(s) for the language identifier: {','.join(unknown)}")
     per_lang: Counter[str] = Counter()
     for path in inputs:
+        if ".wat" in path.name:
+            ui.info(f"{path}: a WAT file holds metadata, no text; skipped")
+            continue
         docs = 0
         for uri, text in _documents(path, errors):
             docs += 1
@@ -148,7 +153,8 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
     """(target URI, text) of each document record, read with warcio.
 
     A WET file whose Content-Length fields do not match its records, as hand-made files often are, is
-    re-read from the failing record on by its `WARC/1.x` separator lines, with a warning. Anything else warcio cannot read is bad input with the byte offset of the last good record.
+    re-read from the failing record on by its `WARC/1.x` separator lines, with a warning. Anything else
+    warcio cannot read is bad input with the byte offset of the last good record.
     """
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed

@@ -36,7 +36,7 @@ import re
 import struct
 import sys
 import sysconfig
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 

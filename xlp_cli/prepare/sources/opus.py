@@ -3,7 +3,8 @@
 Formats (recognised by content, not by name):
 - Moses: two line-aligned text files. Paired by name: `NAME.l1-l2.l1` + `NAME.l1-l2.l2` (OPUS's layout),
   or `NAME.l1` + `NAME.l2` (Multi30k's `train.de.gz` + `train.en.gz`), where the language part is a
-  `--lang` value (any 2-3 letter part without `--lang`). With exactly two unpaired text files and two
+  `--lang` value (any 2-3 letter part without `--lang`; with it, files naming another language are
+  ignored). With exactly two unpaired text files and two
   `--lang` values, the files are paired in the order given: `a.txt b.txt --lang de,en` (a is de).
   Three or more files of one name give every pair of them. Different line counts are bad input naming both
   files and the line where one ends. A line that is not UTF-8 is a record-level problem; a pair with an
@@ -41,7 +42,7 @@ from typing import Callable, Iterator
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
-from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, NOT_LANGS, archive_problem, open_binary
+from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, NOT_LANGS, archive_problem, is_documentation, open_binary
 
 NAME = "opus"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
@@ -107,7 +108,7 @@ class _Limit:
 # ------------------------------------------------------------------ inputs
 def _items(path: Path, errors: ErrorPolicy) -> list[Item]:
     if not zipfile.is_zipfile(path):
-        if _is_documentation(path.name):
+        if is_documentation(path.name):
             return []
         return [Item(str(path), str(path), lambda p=path: open_binary(p))]
     try:
@@ -123,16 +124,10 @@ def _items(path: Path, errors: ErrorPolicy) -> list[Item]:
         if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in re.split(r"[/\\]", name):
             errors.bad(f"zip member {name!r} points outside the archive; refused", path=path)
             continue
-        if _is_documentation(name.rsplit("/", 1)[-1]):
+        if is_documentation(name.rsplit("/", 1)[-1]):
             continue
         out.append(Item(f"{path}!{name}", name, lambda zf=zf, name=name: _open_member(zf, name)))
     return out
-
-
-def _is_documentation(base: str) -> bool:
-    """README, LICENSE, INFO and *.md/*.html files that OPUS releases and data folders carry beside the data."""
-    stem = base.split(".")[0].upper()
-    return stem in ("README", "LICENSE", "INFO", "SOURCE", "COPYING") or base.lower().endswith((".md", ".html"))
 
 
 def _open_member(zf: zipfile.ZipFile, name: str) -> io.BufferedIOBase:

@@ -34,7 +34,7 @@ from xlp_cli import ui
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
-from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, open_binary
+from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, data_files, open_binary
 
 NAME = "wikipedia"
 
@@ -59,7 +59,7 @@ _EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)|\[\s*\]")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;.:)])")
 _ALNUM = re.compile(r"[^\W_]")
 _SPACES = re.compile(r"[ \t\u00a0]+")
-_REDIRECT = re.compile(r"^\s*#\s*\S+\s*:?\s*\[\[", re.UNICODE)
+_REDIRECT = re.compile(r"\s*#\s*([^\W\d_]+)\s*:?\s*\[\[")  # #REDIRECT [[x]], #WEITERLEITUNG [[x]], ...
 # expat error codes that mean "the document ended early" (not a syntax error in the middle)
 _TRUNCATED_CODES = {3, 5, 6, 20}  # no element found, unclosed token, partial character, unclosed CDATA
 
@@ -235,7 +235,7 @@ class _Walker:
 
 # ------------------------------------------------------------------ dump reader
 def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
-    inputs = expand_inputs(inputs)
+    inputs = data_files(expand_inputs(inputs))
     per_lang: Counter[str] = Counter()
     for path in inputs:
         yield from _read_dump(path, opts, errors, per_lang)
@@ -308,7 +308,7 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
         elif reader.eof and e.code in _TRUNCATED_CODES:
             errors.warn(f"{path}: truncated dump ({e.msg.split(':')[0]} at line {line}); kept the {pages} complete pages")
         else:
-            errors.bad(f"malformed XML: {e.msg.split(':')[0]} (kept the {pages} pages before it)", path=path,
+            errors.bad(f"malformed XML: {e.msg.split(':')[0]} (after {pages} complete pages)", path=path,
                        position=f"{line}:{col}")
     finally:
         stream.close()
@@ -331,7 +331,10 @@ def _page_records(path: Path, page: ET.Element, lang: str, link_ns: set[str], pr
     if rev is None:
         return
     text = _child_text(rev, "text")
-    if not text or _REDIRECT.match(text) and text.lstrip()[:30].lower().startswith(("#redirect", "#")) and "[[" in text[:200]:
+    if not text:
+        return
+    m = _REDIRECT.match(text)
+    if m and (m.group(1).lower() == "redirect" or m.group(1).isupper()):  # localised magic words are upper case
         return
     try:
         lines = wikitext_to_lines(text, link_ns)

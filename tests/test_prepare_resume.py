@@ -1,0 +1,75 @@
+"""A killed `xlp prepare` resumes to exactly the output of an uninterrupted run (real Common Voice text)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def _write_input(shared: Path, tmp: Path) -> list[Path]:
+    paths = []
+    for lang, n in (("en", 8000), ("fr", 6000)):
+        src = sorted((shared / "commonvoice_sentences").glob(f"{lang}.*.txt.gz"))
+        if not src:
+            pytest.skip(f"Common Voice {lang} sentences not found under {shared / 'commonvoice_sentences'}")
+        with gzip.open(src[0], "rt", encoding="utf-8") as f:
+            lines = [next(f) for _ in range(n)]
+        p = tmp / f"cv.{lang}.txt"
+        p.write_text("".join(lines), encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
+def _hashes(out: Path) -> dict[str, str]:
+    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.glob("*/*/part-*.parquet"))}
+
+
+def test_killed_run_resumes_to_the_same_output(shared_data, tmp_path):
+    inputs = _write_input(shared_data, tmp_path)
+    args = ["prepare", "--source", "text", "--lang", "en,fr", *map(str, inputs), "--shard-size", "2000",
+            "--chunk-size", "250"]
+    ref = tmp_path / "ref"
+    r = run_cli(*args, "--out", ref)
+    assert r.exit_code == 0, r.stderr
+
+    out = tmp_path / "killed"
+    env = {**os.environ, "XLP_QUIET": "1"}
+    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--out", str(out), "--workers", "2"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while len(list((out / ".work").glob("chunk-*.parquet"))) < 16:
+            assert proc.poll() is None, "the run finished before it could be killed"
+            assert time.time() < deadline
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its workers, mid-run
+        proc.wait()
+    assert not (out / "manifest.json").exists()
+    partial = _hashes(out)
+    assert partial and all(_hashes(ref).get(k) == v for k, v in partial.items())  # finished shards are final
+
+    r = run_cli(*args, "--out", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "resumed and finished"
+    assert _hashes(out) == _hashes(ref)
+    m, mref = (json.loads((d / "manifest.json").read_text()) for d in (out, ref))
+    for key in ("counts", "dropped", "records", "skipped", "config_hash"):
+        assert m[key] == mref[key], key
+    assert m["outputs"]["shards"] == mref["outputs"]["shards"]
+    assert not (out / ".work").exists() and not list(out.rglob("*.tmp"))

@@ -1,0 +1,104 @@
+"""Units of the prepare pipeline: the 8-byte hash set, the finalizer's split/caps/dedup rules (against a
+plain per-row reading of docs/prepare.md), and chunk processing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from xlp_cli.prepare import process
+from xlp_cli.prepare.dedup import HashSet64
+from xlp_cli.prepare.finalize import Finalizer
+
+
+def test_hashset64_matches_a_python_set():
+    rng = np.random.default_rng(0)
+    hs, ref = HashSet64(), set()
+    for _ in range(60):
+        batch = rng.integers(0, 5000, size=int(rng.integers(1, 400)), dtype=np.uint64)
+        new = hs.add_batch(batch)
+        want = []
+        for h in batch.tolist():
+            want.append(h not in ref)
+            ref.add(h)
+        assert new.tolist() == want
+    assert len(hs) == len(ref) and len(hs._runs) <= 2 * int(np.log2(len(ref)) + 2)
+    big = np.array([2**64 - 1, 0, 2**63], dtype=np.uint64)
+    assert HashSet64().add_batch(np.concatenate([big, big])).tolist() == [True] * 3 + [False] * 3
+
+
+def _rows(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    groups = rng.choice(["en", "fr", "de"], size=n)
+    h = rng.integers(0, n // 2, size=n, dtype=np.uint64)  # many duplicates
+    u = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+    texts = [f"{g} text {int(x)}" for g, x in zip(groups, h)]
+    cols = {"kind": ["m"] * n, "group": list(groups), "id": [f"{i:016x}" for i in range(n)], "source": ["text"] * n,
+            "lang1": list(groups), "lang2": [None] * n, "raw1": texts, "raw2": [None] * n, "text1": texts,
+            "text2": [None] * n, "h": h, "u": u}
+    return pa.Table.from_pydict(cols, schema=process.CHUNK_SCHEMA)
+
+
+def _reference(tables, vf, tf, max_valid, max_test, max_records):
+    seen, kept, out = set(), {}, {}
+    for t in tables:
+        for r in t.to_pylist():
+            key = (r["group"], r["h"])
+            if key in seen:
+                continue
+            seen.add(key)
+            g = r["group"]
+            if max_records and kept.get(g, 0) >= max_records:
+                continue
+            kept[g] = kept.get(g, 0) + 1
+            x = r["u"] / 2**64
+            split = "valid" if x < vf else "test" if x < vf + tf else "train"
+            cap = {"valid": max_valid, "test": max_test}.get(split, 0)
+            if cap and sum(1 for _ in out.get((split, g), [])) >= cap:
+                split = "train"
+            out.setdefault((split, g), []).append(r["id"])
+    return out
+
+
+def test_finalizer_matches_the_per_row_rules(tmp_path):
+    tables = [_rows(3000, s) for s in range(3)]
+    for i, t in enumerate(tables):  # different groups' hashes must not collide: make h unique per group
+        tables[i] = t.set_column(t.schema.get_field_index("h"), "h",
+                                 pa.array([hash(g) % 97 * 10**6 + h for g, h in zip(t.column("group").to_pylist(),
+                                                                                      t.column("h").to_pylist())],
+                                          pa.uint64()))
+    for vf, tf, mv, mt, mr in ((0.1, 0.2, 0, 0, 0), (0.3, 0.3, 50, 20, 0), (0.05, 0.05, 10, 10, 700)):
+        out = tmp_path / f"o{vf}{mv}{mr}"
+        fin = Finalizer(out, valid_fraction=vf, test_fraction=tf, max_valid=mv, max_test=mt, max_records=mr,
+                        shard_size=500)
+        for t in tables:
+            for batch in t.to_batches(max_chunksize=777):
+                fin.add_batch(pa.Table.from_batches([batch]))
+        counts, shards, dropped = fin.close()
+        want = _reference(tables, vf, tf, mv, mt, mr)
+        got = {}
+        for rel in shards:
+            split, group = rel.split("/")[:2]
+            got.setdefault((split, group), []).extend(pq.read_table(out / rel).column("id").to_pylist())
+        assert got == want
+        assert {(s, g): n for s, per in counts.items() for g, n in per.items()} == {k: len(v) for k, v in want.items()}
+        assert dropped["duplicate"] > 0
+
+
+def test_process_chunk_rows_and_drops():
+    process.init_worker({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "safe"}, 2, 5)
+    out = process.process_chunk([
+        ("m", "en", "Hello, World!", "text"),
+        ("m", "en", "One", "text"),
+        ("m", "en", "\u200b \t", "text"),
+        ("m", "en", "one two three four five six", "text"),
+        ("p", "en", "fr", "Good morning.", "Bonjour.", "opus"),
+    ])
+    assert out[0][:6] == ("m", "en", process.record_id("text", "en", "hello , world !"), "text", "Hello, World!",
+                          "hello , world !")
+    assert [o[1] for o in out[1:4]] == ["too_short", "empty", "too_long"]
+    p = out[4]
+    assert p[:2] == ("p", "en-fr") and p[6:10] == ("Good morning.", "Bonjour.", "good morning .", "bonjour .")
+    h, u = process.content_hashes("en\x00hello , world !")
+    assert out[0][6:] == (h, u) and 0 <= h < 2**64 and h != u

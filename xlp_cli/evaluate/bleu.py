@@ -1,0 +1,282 @@
+"""`xlp evaluate --task translation`: BLEU per direction across translation runs (XLP Table 2 layout),
+with zero-shot directions in their own table (interlingua paper, Table 1).
+
+    xlp evaluate --task translation --data ft_attaching --data ft_additive --data ft_xlp --out eval_mt
+
+Reads each run's `predictions/<split>.<src>-<tgt>.jsonl` (written by `xlp finetune --task translation`
+with the best checkpoint) and scores them with sacreBLEU:
+- detokenized BLEU: the detokenized hypothesis against the raw reference, sacreBLEU's default 13a
+  tokenization (`--bleu-tokenize`), printed with its signature;
+- tokenized BLEU (the papers' number): the Moses-tokenized hypothesis (BPE undone) against the tokenized
+  reference of `xlp prepare`, `tokenize=none`.
+If the data were lowercased by `xlp prepare`, detokenized BLEU is computed case-insensitively (the signature
+says `case:lc`). Cells are mean ± std (sample std) over the seeds of a run; runs sharing a `--name` are
+pooled as seeds of one configuration. A run's zero-shot directions (from its manifest) go to a second table.
+Outputs: report.md, report.html, bleu.png (bars with ± std), valid_nll.png (XLP Fig. 3b), results.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli.errors import BadInput
+
+
+def _stat(vals: list[float]) -> dict[str, Any]:
+    vals = [v for v in vals if v is not None and not math.isnan(v)]
+    if not vals:
+        return {"mean": math.nan, "std": math.nan, "n": 0, "values": []}
+    std = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
+    return {"mean": float(np.mean(vals)), "std": std, "n": len(vals), "values": [round(v, 2) for v in vals]}
+
+
+def fmt(stat: dict[str, Any]) -> str:
+    if not stat or stat["n"] == 0:
+        return "-"
+    return f"{stat['mean']:.1f}" + (f" ± {stat['std']:.1f}" if stat["n"] >= 2 else "")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadInput(f"not a JSON line ({e.msg})", path=path, position=i) from None
+            for k in ("hyp", "ref", "hyp_tok", "ref_tok"):
+                if not isinstance(r.get(k), str):
+                    raise BadInput(f"prediction row has no text field '{k}'", path=path, position=i)
+            rows.append(r)
+    return rows
+
+
+def score_rows(rows: list[dict[str, Any]], lowercase: bool, tokenize: str = "13a") -> dict[str, Any]:
+    from sacrebleu.metrics import BLEU
+
+    detok = BLEU(tokenize=tokenize, lowercase=lowercase)
+    d = detok.corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
+    tok = BLEU(tokenize="none", force=True)
+    t = tok.corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
+    return {"bleu": d.score, "tok_bleu": t.score, "n": len(rows), "signature": str(detok.get_signature()),
+            "tok_signature": str(tok.get_signature())}
+
+
+def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> dict[str, Any]:
+    """{name: {"folders", "seeds": [{direction: scores}], "zero_shot", "directions", "curves"}}."""
+    runs: dict[str, Any] = {}
+    for i, folder in enumerate(data):
+        folder = Path(folder)
+        m = artifacts.read_manifest(folder, stage="finetune")
+        if m.get("task") != "translation":
+            raise BadInput(f"not a translation run (task {m.get('task')!r})", path=folder)
+        cfg = m.get("config", {})
+        default = cfg.get("lang-encoding", "?") if cfg.get("arch") != "interlingua" else \
+            "interlingua[" + ",".join(cfg.get("intl-losses", [])) + "]"
+        name = names[i] if names else default
+        r = runs.setdefault(name, {"folders": [], "seeds": [], "zero_shot": set(), "directions": [], "curves": {}})
+        r["folders"].append(str(folder))
+        r["zero_shot"].update(m.get("zero_shot", []))
+        for d in m.get("directions", []):
+            if d not in r["directions"]:
+                r["directions"].append(d)
+        lowercased = str(cfg.get("lowercase", "none")) != "none"
+        for run in (m.get("outputs") or {}).get("runs", []):
+            rdir = folder / run
+            res_path = rdir / "results.json"
+            if res_path.is_file():
+                lowercased = bool(json.loads(res_path.read_text(encoding="utf-8")).get("lowercased", lowercased))
+            per_dir = {}
+            for p in sorted((rdir / "predictions").glob(f"{split}.*.jsonl")):
+                direction = p.name[len(split) + 1:-len(".jsonl")]
+                rows = read_rows(p)
+                if rows:
+                    per_dir[direction] = score_rows(rows, lowercased, tokenize)
+            if not per_dir:
+                ui.warn(f"{rdir}: no {split} predictions (an unfinished run?); skipped")
+                continue
+            r["seeds"].append({"run": str(rdir), "scores": per_dir})
+            r["curves"][f"{name} ({run})"] = read_valid_curve(rdir / "metrics.jsonl")
+        if not r["seeds"]:
+            raise BadInput(f"no {split} predictions in any seed of this run (did `xlp finetune` finish?)", path=folder)
+    return runs
+
+
+def read_valid_curve(path: Path) -> list[tuple[int, float]]:
+    pts: dict[int, float] = {}
+    if not path.is_file():
+        return []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("event") == "valid" and isinstance(rec.get("valid_nll"), (int, float)) and math.isfinite(rec["valid_nll"]):
+            pts[int(rec["step"])] = float(rec["valid_nll"])
+    return sorted(pts.items())
+
+
+def table(runs: dict[str, Any], directions: list[str], metric: str) -> tuple[list[str], list[list[str]], dict]:
+    header = ["run"] + directions + ["Avg"]
+    rows, stats = [], {}
+    for name, r in runs.items():
+        cells, st = [], {}
+        for d in directions:
+            st[d] = _stat([s["scores"][d][metric] for s in r["seeds"] if d in s["scores"]])
+            cells.append(fmt(st[d]))
+        # the average over directions, per seed, then mean ± std over seeds (only seeds that have them all)
+        avgs = [float(np.mean([s["scores"][d][metric] for d in directions])) for s in r["seeds"]
+                if all(d in s["scores"] for d in directions)]
+        st["Avg"] = _stat(avgs)
+        cells.append(fmt(st["Avg"]))
+        rows.append([name] + cells)
+        stats[name] = st
+    return header, rows, stats
+
+
+def plot(runs: dict[str, Any], stats: dict[str, Any], directions: list[str], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = directions + ["Avg"]
+    names = list(runs)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(cols) * max(1, len(names)) * 0.5 + 3), 4.0), dpi=110)
+    width = 0.8 / max(1, len(names))
+    for i, n in enumerate(names):
+        means = [stats[n][c]["mean"] for c in cols]
+        stds = [stats[n][c]["std"] for c in cols]
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(cols))]
+        ax.bar(xs, [0 if math.isnan(m) else m for m in means], width,
+               yerr=[0 if math.isnan(s) else s for s in stds], capsize=2, label=n)
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels(cols)
+    ax.set_ylabel("BLEU")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_curves(curves: dict[str, list[tuple[int, float]]], path: Path) -> Path | None:
+    curves = {k: v for k, v in curves.items() if v}
+    if not curves:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=110)
+    for name, pts in curves.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name)
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation NLL per token")
+    ax.set_title("Translation validation loss (XLP Fig. 3b)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    with artifacts.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def run_translation_eval(cfg: Any) -> dict[str, Any]:
+    from xlp_cli.evaluate.report import markdown_table, png_data_uri
+
+    split = "valid" if cfg.split == "dev" else cfg.split
+    tokenize = getattr(cfg, "bleu_tokenize", "13a")
+    runs = collect(cfg.data, cfg.name, split, tokenize)
+    keep = set(cfgmod.parse_langs(cfg.lang))
+    all_dirs: list[str] = []
+    zero: list[str] = []
+    for r in runs.values():
+        for s in r["seeds"]:
+            for d in s["scores"]:
+                if keep and not set(d.split("-")) <= keep:
+                    continue
+                target = zero if d in r["zero_shot"] else all_dirs
+                if d not in target:
+                    target.append(d)
+    supervised = [d for d in all_dirs if d not in zero]
+    if not supervised and not zero:
+        raise BadInput("no directions to report (check --lang)")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    title = cfg.title or "Translation BLEU: " + " vs ".join(runs)
+    md = [f"# {title}", "", f"Split: {split}. Cells are mean ± std over seeds (sample std), BLEU on a 0-100 scale.", ""]
+    html_parts = []
+    results: dict[str, Any] = {"task": "translation", "split": split, "runs": {}, "supervised": supervised, "zero_shot": zero}
+    pngs: list[tuple[str, Path]] = []
+    for label, dirs in (("Supervised directions", supervised), ("Zero-shot directions", zero)):
+        if not dirs:
+            continue
+        for metric, what in (("bleu", "detokenized sacreBLEU"), ("tok_bleu", "tokenized BLEU (the papers' metric)")):
+            header, rows, stats = table(runs, dirs, metric)
+            md += [f"## {label}: {what}", "", markdown_table(header, rows), ""]
+            html_parts.append((f"{label}: {what}", header, rows))
+            for name, st in stats.items():
+                results["runs"].setdefault(name, {}).setdefault(metric, {}).update(
+                    {("zero-shot " if label.startswith("Zero") else "") + k: v for k, v in st.items()})
+            if metric == "bleu":
+                fname = "bleu.png" if label.startswith("Super") else "bleu_zero_shot.png"
+                pngs.append((f"{label} (detokenized BLEU)", plot(runs, stats, dirs, out / fname, f"{label}: detokenized BLEU")))
+    curves: dict[str, list] = {}
+    for r in runs.values():
+        curves.update(r["curves"])
+    cp = plot_curves(curves, out / "valid_nll.png")
+    if cp:
+        pngs.append(("Validation NLL per token", cp))
+    sigs = sorted({sc["signature"] for r in runs.values() for s in r["seeds"] for sc in s["scores"].values()})
+    tsigs = sorted({sc["tok_signature"] for r in runs.values() for s in r["seeds"] for sc in s["scores"].values()})
+    md += ["## Signatures", ""] + [f"- detokenized: `{s}`" for s in sigs] + [f"- tokenized: `{s}`" for s in tsigs] + [""]
+    md += ["## Runs", ""] + [f"- **{n}**: {len(r['seeds'])} seed(s); " + ", ".join(f"`{f}`" for f in r["folders"])
+                            + (f"; zero-shot: {', '.join(sorted(r['zero_shot']))}" if r["zero_shot"] else "")
+                            for n, r in runs.items()] + [""]
+    for caption, p in pngs:
+        md += [f"## {caption}", "", f"![{caption}]({p.name})", ""]
+    artifacts.write_text_atomic(out / "report.md", "\n".join(md))
+    import html as _html
+
+    esc = _html.escape
+    tables = "".join(f"<h2>{esc(t)}</h2><table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in hd)
+                     + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rw)
+                     + "</tbody></table>" for t, hd, rw in html_parts)
+    figs = "".join(f"<h2>{esc(c)}</h2><img alt='{esc(c)}' src='{png_data_uri(p)}'>" for c, p in pngs)
+    sig_html = "".join(f"<li><code>{esc(s)}</code></li>" for s in sigs + tsigs)
+    artifacts.write_text_atomic(out / "report.html", f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}}img{{max-width:100%}}</style></head>
+<body><h1>{esc(title)}</h1><p>Split: {esc(split)}. Mean ± std over seeds.</p>{tables}
+<h2>Signatures</h2><ul>{sig_html}</ul>{figs}</body></html>
+""")
+    for name, r in runs.items():
+        results["runs"].setdefault(name, {})["folders"] = r["folders"]
+        results["runs"][name]["per_seed"] = r["seeds"]
+    results["signatures"] = sigs + tsigs
+    results["plots"] = [p.name for _, p in pngs]
+    artifacts.write_json_atomic(out / "results.json", results)
+    config = cfgmod.to_dict(cfg)
+    manifest = artifacts.new_manifest("evaluate", config, upstream=[
+        {"path": str(d), "stage": "finetune", "config_hash": (artifacts.try_read_manifest(d) or {}).get("config_hash")}
+        for d in cfg.data])
+    manifest["outputs"] = {"report_md": "report.md", "report_html": "report.html", "results": "results.json",
+                           "plots": results["plots"]}
+    artifacts.write_manifest(out, manifest)
+    summary_table = {name: {d: round(st["bleu"][d]["mean"], 2) for d in supervised + ["Avg"] if d in st["bleu"]}
+                     for name, st in results["runs"].items() if "bleu" in st}
+    return {"task": "translation", "out": str(out), "title": title, "split": split, "bleu": summary_table,
+            "zero_shot": zero, "report_md": str(out / "report.md"), "results": str(out / "results.json"),
+            "signature": sigs[0] if sigs else ""}
