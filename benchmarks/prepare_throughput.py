@@ -116,7 +116,8 @@ def main() -> None:
         tmp = Path(d)
         files, size = write_input(tmp, langs, args.lines, "x1")
         lines = sum(1 for p in files.values() for _ in open(p, encoding="utf-8"))
-        print(f"input 1x: {lines} lines, {size / 1e6:.2f} MB, languages {','.join(langs)}  (cpus: {os.cpu_count()})")
+        print(f"input 1x: {lines} lines, {size / 1e6:.2f} MB, languages {','.join(langs)}  "
+              f"(cpus: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f})")
         refs, w1s, w2s = [], [], []
         for i in range(args.repeat):  # interleaved, best of N: the machine is shared
             refs.append(reference(files, tmp))
@@ -138,6 +139,7 @@ def main() -> None:
         print(f"input 4x: {lines4} lines, {size4 / 1e6:.2f} MB: xlp --workers 2 {r4['wall']:.2f} s, "
               f"peak RSS main {r4['rss_main_mb']:.0f} MB (1x: {r2['rss_main_mb']:.0f} MB), "
               f"worker {r4['rss_worker_mb']:.0f} MB (1x: {r2['rss_worker_mb']:.0f} MB)")
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,9 @@ corpus > vocab.ref, `fast applybpe apply_output.ref apply_input.txt codes.ref vo
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -20,7 +18,7 @@ from typer.testing import CliRunner
 
 from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
 from xlp_cli import artifacts
-from xlp_cli.bpe.codes import BpeCodec, learn_merges, read_codes, subword_counts
+from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import N_SPECIALS, SPECIALS, UNK_ID, Dictionary
 from xlp_cli.bpe.run import apply, learn
@@ -284,3 +282,13 @@ def test_codec_edge_cases():
     assert flat[offsets[2]:].tolist() == dico.encode(sub[2].split()).tolist()
     with pytest.raises(BadInput, match="newline"):
         codec.apply_lines(["two\nlines"])
+
+
+def test_learn_from_both_sides_of_parallel_folders(tmp_path):
+    prep = make_prepared(tmp_path / "prep", {}, pairs={"de-en": [("der neue weg", "the new road")] * 6})
+    with pytest.raises(BadInput, match="no train shards"):
+        learn(BpeLearnConfig(data=[prep], out=tmp_path / "a", codes=5))
+    learn(BpeLearnConfig(data=[prep], out=tmp_path / "b", codes=5, parallel=True))
+    m = artifacts.read_manifest(tmp_path / "b")
+    assert sorted(m["sampling"]) == ["de", "en"] and m["sampling"]["de"]["sentences"] == 6
+    assert (tmp_path / "b" / "codes").read_text(encoding="utf-8").count("\n") == 5

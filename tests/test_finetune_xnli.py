@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 import shutil
 from pathlib import Path
 
@@ -35,9 +36,9 @@ def _cfg(run_dir: Path, out: Path, data: Path, **kw) -> FinetuneConfig:
     return from_dict(FinetuneConfig, values)
 
 
-def _binomial_p_above(k: int, n: int, p: float = 1 / 3) -> float:
-    """One-sided P(X >= k) for X ~ Binomial(n, p)."""
-    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+def _binomial_p_above(k: int, n: int) -> float:
+    """One-sided P(X >= k) for X ~ Binomial(n, 1/3), computed exactly with integers."""
+    return float(Fraction(sum(math.comb(n, i) * 2 ** (n - i) for i in range(k, n + 1)), 3 ** n))
 
 
 @pytest.fixture(scope="module")

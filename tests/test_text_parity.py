@@ -81,3 +81,31 @@ def test_safe_case_equals_xlm_on_latin_greek_and_keeps_other_letters():
     assert "\u0e48" in lowercase_safe(th) and "\u0e48" not in lowercase_xlm(th)  # Thai tone mark mai ek
     assert "\u094d" in lowercase_safe(hi) and "\u094d" not in lowercase_xlm(hi)  # Devanagari virama
     assert lowercase_safe(hi).count("\u094d") == hi.count("\u094d")
+
+
+def test_faster_tokenizer_and_normalizer_equal_plain_sacremoses_on_common_voice(shared_data):
+    """Our speed-ups (set-based prefix step, gated literal substitutions) change no output."""
+    import gzip
+
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    from xlp_cli.text.normalize import get_normalizer
+    from xlp_cli.text.tokenize import get_tokenizer
+
+    checked = 0
+    for lang in ("en", "fr", "de", "es", "el", "ru", "tr", "vi", "hi"):
+        files = sorted((shared_data / "commonvoice_sentences").glob(f"{lang}.*.txt.gz"))
+        if not files:
+            pytest.skip(f"Common Voice {lang} not found under {shared_data}")
+        with gzip.open(files[0], "rt", encoding="utf-8") as f:
+            lines = [line.strip() for _, line in zip(range(1500), f)]
+        ref_norm = MosesPunctNormalizer(lang, pre_replace_unicode_punct=True)
+        ref_tok = MosesTokenizer(lang)
+        ours_norm, ours_tok = get_normalizer(lang), get_tokenizer(lang, "moses")
+        for line in lines:
+            normed = ours_norm(line)
+            if lang in ("en", "cs", "de", "es", "fr"):  # where sacremoses applies perl's quote rules itself
+                assert normed == ref_norm.normalize(line + "\n"), line
+            assert ours_tok(normed) == ref_tok.tokenize(normed, escape=False, return_str=True), line
+            checked += 1
+    assert checked > 10000

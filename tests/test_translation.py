@@ -25,8 +25,8 @@ OVERFIT = ["--preset", "tiny", "--lang-encoding", "xlp", "--max-steps", "220", "
 @pytest.fixture(scope="module")
 def slice200(tmp_path_factory, shared_data):
     tmp = tmp_path_factory.mktemp("mt200")
-    split = ("train", 0, 700, 200)  # the first 200 Multi30k train pairs with at most 9 words a side
-    ids = mt_fixture.build(tmp, shared_data, {"de-en": {"train": split, "valid": split, "test": split}}, max_words=9)
+    split = ("train", 0, 1000, 200)  # the first 200 Multi30k train pairs with at most 10 tokens a side
+    ids = mt_fixture.build(tmp, shared_data, {"de-en": {"train": split, "valid": split, "test": split}}, max_words=10)
     return ids
 
 

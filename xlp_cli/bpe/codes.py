@@ -221,7 +221,8 @@ class BpeCodec:
             subs = self._bpe.apply(words)
             if index is not None:
                 get = index.get
-                ids = [np.fromiter((get(t, unk) for t in sub.split(" ")), np.int32).tobytes() for sub in subs]
+                # XLM's binarization splits subword lines with str.split() (any Unicode space), so do we
+                ids = [np.fromiter((get(t, unk) for t in sub.split()), np.int32).tobytes() for sub in subs]
             else:
                 ids = [b""] * len(subs)
             table.add(new, [x.encode("utf-8") for x in subs], ids)

@@ -438,7 +438,7 @@ def train_one(job: Job, seed: int, run_dir: Path, device: torch.device) -> dict[
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
             opt.step()
             tokens += int(y.ne(2).sum()) + y.size(0)
-            run_nll.append(logs.get("nll", float(loss)))
+            run_nll.append(logs.get("nll", float(loss.detach())))
             if step % cfg.log_every == 0 or step == total:
                 log({"event": "train", "step": step, "lr": lr, "loss": float(loss.detach()), "direction": d,
                      "nll": float(np.mean(run_nll)), "tokens_per_s": tokens / max(time.time() - t0, 1e-9),

@@ -154,10 +154,11 @@ class TransformerEncoder(nn.Module):
         return self.lang_encoding.prefix_len
 
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, positions: torch.Tensor | None = None,
-                pad_mask: torch.Tensor | None = None) -> torch.Tensor:
+                pad_mask: torch.Tensor | None = None, pred_mask: torch.Tensor | None = None) -> torch.Tensor:
         """ids [B, T]; langs [B] or [B, T]; positions [B, T] (default 0..T-1); pad_mask [B, T] True at padding.
 
-        Returns hidden states [B, prefix_len + T, d].
+        Returns hidden states [B, prefix_len + T, d]; with `pred_mask` [B, T] bool, the MLM logits [N, V] of
+        the N masked positions instead (so DDP / torch.compile see the head inside forward).
         """
         b, t = ids.shape
         langs = expand_langs(langs, t)
@@ -180,7 +181,10 @@ class TransformerEncoder(nn.Module):
             x = layer(x, attn_mask)
             if pad_mask is not None:
                 x = x.masked_fill(pad_mask[..., None], 0.0)
-        return self.ln_final(x)
+        x = self.ln_final(x)
+        if pred_mask is not None:
+            return self.mlm_logits(self.token_states(x)[pred_mask])
+        return x
 
     def token_states(self, hidden: torch.Tensor) -> torch.Tensor:
         """The hidden states of the input tokens (prefix slots of attaching / vle-padding dropped)."""
@@ -198,8 +202,7 @@ class TransformerEncoder(nn.Module):
                  positions: torch.Tensor | None = None, pad_mask: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean cross-entropy over the masked positions, and the logits there ([N, V])."""
-        hidden = self.token_states(self(ids, langs, positions, pad_mask))
-        logits = self.mlm_logits(hidden[pred_mask])
+        logits = self(ids, langs, positions, pad_mask, pred_mask)
         loss = F.cross_entropy(logits.float(), targets[pred_mask])
         return loss, logits
 

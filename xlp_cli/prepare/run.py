@@ -48,19 +48,19 @@ _WORK = ".work"
 
 # ---------------------------------------------------------------- progress columns
 class _Rate(ProgressColumn):
-    def __init__(self, field: str | None, unit: str, scale: float = 1.0):
+    def __init__(self, field: str | None, unit: str, scale: float = 1.0, digits: int = 1):
         super().__init__()
-        self.field, self.unit, self.scale = field, unit, scale
+        self.field, self.unit, self.scale, self.digits = field, unit, scale, digits
 
     def render(self, task: Any) -> Text:
         elapsed = task.elapsed or 0.0
         value = task.completed if self.field is None else task.fields.get(self.field, 0)
         rate = value / elapsed / self.scale if elapsed > 0 else 0.0
-        return Text(f"{rate:,.1f} {self.unit}", style="progress.data.speed")
+        return Text(f"{rate:,.{self.digits}f} {self.unit}", style="progress.data.speed")
 
 
 def _progress():
-    return ui.progress(SpinnerColumn(), _Rate(None, "docs/s"), _Rate("bytes", "MB/s", 1e6))
+    return ui.progress(SpinnerColumn(), _Rate(None, "docs/s"), _Rate("bytes", "MB/s", 1e6, 2))
 
 
 # ---------------------------------------------------------------- config

@@ -155,11 +155,9 @@ class Trainer:
     def _loss(self, net: torch.nn.Module, batch: Batch, inputs: torch.Tensor, targets: torch.Tensor,
               pred: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         dev = self.device
-        hidden = net(inputs.to(dev), batch.langs.to(dev),
+        logits = net(inputs.to(dev), batch.langs.to(dev),
                      None if batch.positions is None else batch.positions.to(dev),
-                     None if batch.pad_mask is None else batch.pad_mask.to(dev))
-        states = self.model.token_states(hidden)[pred.to(dev)]
-        logits = self.model.mlm_logits(states)
+                     None if batch.pad_mask is None else batch.pad_mask.to(dev), pred.to(dev))
         tgt = targets.to(dev)[pred.to(dev)]
         return F.cross_entropy(logits.float(), tgt), logits
 
@@ -373,12 +371,10 @@ def probe_batch_size(trainer: Trainer, bptt: int) -> None:
             langs = torch.zeros_like(ids)
             pred = torch.rand(ids.shape, device=trainer.device) < cfg.word_pred
             with trainer._autocast():
-                hidden = trainer.net(ids, langs)
-                loss = F.cross_entropy(trainer.model.mlm_logits(trainer.model.token_states(hidden)[pred]).float(),
-                                       ids[pred])
+                loss = F.cross_entropy(trainer.net(ids, langs, None, None, pred).float(), ids[pred])
             loss.backward()
             trainer.optimizer.zero_grad(set_to_none=True)
-            del hidden, loss
+            del loss
             torch.cuda.empty_cache()
             break
         except Exception as e:

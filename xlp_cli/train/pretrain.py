@@ -144,7 +144,11 @@ def run(cfg: PretrainConfig) -> dict[str, Any]:
         if inp["vocab_dir"] is not None:
             upstream.append({"path": str(inp["vocab_dir"]), "stage": "vocab-score",
                              "config_hash": (inp["vocab_manifest"] or {}).get("config_hash")})
-        m = artifacts.new_manifest(STAGE, to_dict(cfg), upstream=upstream, langs=inp["langs"],
+        manifests = {"bpe-apply": {k: v for k, v in inp["ids_manifest"].items() if k != "outputs"}}
+        if inp["vocab_manifest"]:
+            manifests["vocab-score"] = {k: v for k, v in inp["vocab_manifest"].items() if k != "outputs"}
+        m = artifacts.new_manifest(STAGE, to_dict(cfg), upstream=upstream, upstream_manifests=manifests,
+                                   langs=inp["langs"],
                                    model=mcfg.to_dict(), parameters=model.num_parameters(),
                                    dictionary_sha256=inp["dict_sha"], last_step=progress["step"],
                                    best_step=progress.get("best_step"), done=progress["step"] >= cfg.max_steps)

@@ -1,0 +1,112 @@
+"""The classification task `xlp run` derives from gettext catalogs when XNLI/MultiNLI are not available.
+
+Task ("does the hypothesis translate the premise?", 3 labels, XNLI TSV format plus a `premise_language`
+column): for each catalog entry i of `xlp prepare`'s parallel shards (English e_i, translation x_i in language l),
+    entailment     premise e_i (en), hypothesis x_i          (its translation)
+    neutral        premise e_i (en), hypothesis x_j, j != i, where e_j shares a word of 4+ letters with e_i
+                   (a related message, e.g. "Open file" / "Save file")
+    contradiction  premise e_i (en), hypothesis x_k, a random unrelated message
+Entries without a related message are left out, so the three labels stay balanced. Train rows come from the
+prepare run's train split, dev and test rows from its valid and test splits. The premise is encoded with the
+English pipeline and language, the hypothesis with language l, so it tests the cross-lingual alignment that
+the language encodings are about. It is a stand-in that keeps the demo runnable offline, not XNLI.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+from xlp_cli import artifacts
+
+WORD = re.compile(r"[^\W\d_]{4,}", re.UNICODE)
+HEADER = "language\tpremise_language\tgold_label\tsentence1\tsentence2\n"
+
+
+def _pairs(prep: Path, split: str) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
+    root = prep / split
+    if not root.is_dir():
+        return out
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and "-" in p.name):
+        for batch in artifacts.iter_batches(artifacts.shard_paths(folder), ["lang1", "lang2", "raw1", "raw2"]):
+            d = batch.to_pydict()
+            for l1, l2, r1, r2 in zip(d["lang1"], d["lang2"], d["raw1"], d["raw2"]):
+                if l1 == "en" and l2 != "en":
+                    out.setdefault(l2, []).append((r1, r2))
+                elif l2 == "en" and l1 != "en":
+                    out.setdefault(l1, []).append((r2, r1))
+    return out
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("\t", " ").split())
+
+
+def _rows(lang: str, pairs: list[tuple[str, str]], rng: random.Random, limit: int) -> list[str]:
+    pairs = [(_clean(e), _clean(x)) for e, x in pairs if _clean(e) and _clean(x)]
+    words = [set(w.lower() for w in WORD.findall(e)) for e, _ in pairs]
+    by_word: dict[str, list[int]] = {}
+    for i, ws in enumerate(words):
+        for w in ws:
+            by_word.setdefault(w, []).append(i)
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    rows: list[str] = []
+    for i in order:
+        related = None
+        ws = sorted(words[i])
+        for _ in range(20 if ws else 0):
+            cands = by_word[rng.choice(ws)]
+            j = cands[rng.randrange(len(cands))]
+            if j != i and pairs[j][1] != pairs[i][1]:
+                related = j
+                break
+        unrelated = None
+        for _ in range(20):
+            k = rng.randrange(len(pairs))
+            if k != i and not (words[k] & words[i]) and pairs[k][1] != pairs[i][1]:
+                unrelated = k
+                break
+        if related is None or unrelated is None:
+            continue
+        e = pairs[i][0]
+        for label, j in (("entailment", i), ("neutral", related), ("contradiction", unrelated)):
+            rows.append(f"{lang}\ten\t{label}\t{e}\t{pairs[j][1]}\n")
+        if limit and len(rows) >= limit:
+            break
+    return rows
+
+
+def derive(prep: Path, out: Path, *, seed: int = 0, max_train: int = 6000, max_eval: int = 600) -> dict[str, object]:
+    """Write out/{train,dev,test}.tsv; returns their paths, the row counts and the best training language."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    result: dict[str, object] = {}
+    counts: dict[str, dict[str, int]] = {}
+    available: dict[str, int] = {}
+    for split, name, limit in (("train", "train", max_train), ("valid", "dev", max_eval), ("test", "test", max_eval)):
+        per_lang = _pairs(prep, split)
+        if split == "train":
+            available = {l: len(p) for l, p in per_lang.items()}
+        lines = [HEADER]
+        for lang in sorted(per_lang):
+            rows = _rows(lang, per_lang[lang], rng, limit)
+            counts.setdefault(name, {})[lang] = len(rows)
+            lines += rows
+        artifacts.write_text_atomic(out / f"{name}.tsv", "".join(lines))
+        result[f"{name}_file"] = str(out / f"{name}.tsv")
+    train_counts = counts.get("train", {})
+    if not train_counts or max(train_counts.values()) == 0:
+        raise_no_pairs(prep)
+    result["train_lang"] = max(sorted(train_counts), key=lambda l: (train_counts[l], available.get(l, 0)))
+    result["counts"] = counts
+    return result
+
+
+def raise_no_pairs(prep: Path) -> None:
+    from xlp_cli.errors import BadInput
+
+    raise BadInput("cannot derive a classification task: the prepare output has no English-parallel pairs "
+                   "(use --source gettext, or provide XNLI/MultiNLI under XLP_DATA_DIR)", path=prep)
