@@ -50,6 +50,7 @@ def build_runs(base: Path, data: Path) -> dict[str, Path]:
     for enc in ("xlp", "additive"):
         pretrain(from_dict(PretrainConfig, {
             "data": [str(out["ids"])], "out": str(out[enc]), "lang-encoding": enc, "preset": "tiny",
+            "d-model": 64, "n-heads": 4, "d-ff": 256,
             "max-steps": 40, "batch-size": 16, "accumulate": 1, "bptt": 64, "warmup": 10, "lr": 5e-4,
             "eval-every": 20, "eval-batches": 2, "num-threads": 1, "seed": 0}))
     (root / "done").write_text("ok")

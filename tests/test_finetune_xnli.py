@@ -43,10 +43,10 @@ def _binomial_p_above(k: int, n: int) -> float:
 
 @pytest.fixture(scope="module")
 def learned(runs, shared_data, tmp_path_factory):
-    """Transfer fine-tuning of the xlp run on 16,000 real MNLI rows (one epoch); held-out rows: 2,000 English
+    """Transfer fine-tuning of the xlp run on 10,000 real MNLI rows (one epoch); held-out rows: 2,000 English
     XNLI test rows (never trained or selected on)."""
     out = tmp_path_factory.mktemp("ft") / "ft_xlp"
-    cfg = _cfg(runs["xlp"], out, shared_data, lr=[2e-3], **{"batch-size": [32], "epochs": 1, "max-train-rows": 16000,
+    cfg = _cfg(runs["xlp"], out, shared_data, lr=[2e-3], **{"batch-size": [32], "epochs": 1, "max-train-rows": 10000,
                "max-eval-rows": 2000, "warmup": 50})
     return out, run(cfg)
 
@@ -143,13 +143,31 @@ def test_bad_inputs(runs, shared_data, tmp_path, cli):
 def test_translate_train_dev_substitute(runs, shared_data, tmp_path):
     """translate-train without translated files: 90% of each language's dev set trains, 10% selects."""
     cfg = _cfg(runs["additive"], tmp_path / "tt", shared_data, setting="translate-train", lang=["en", "fr"],
-               lr=[1e-3], **{"batch-size": [16], "max-steps": 4, "epochs": 1, "max-eval-rows": 60, "warmup": 1})
+               lr=[1e-3], **{"batch-size": [16], "max-steps": 4, "epochs": 1, "max-eval-rows": 150, "warmup": 1})
     s = run(cfg)
     assert set(s["groups"]) == {"en", "fr"}
     assert "dev set" in s["groups"]["fr"]["source"]
     for lang in ("en", "fr"):
         n_test = len((tmp_path / "tt" / "predictions" / "seed1" / f"test.{lang}.jsonl").read_text().splitlines())
         n_sel = len((tmp_path / "tt" / "predictions" / "seed1" / f"dev.{lang}.jsonl").read_text().splitlines())
-        assert n_test == 60 and 0 < n_sel < 60
+        assert n_test == 150 and 0 < n_sel < 150
     # the rerun finds the finished folder and does nothing
     assert run(cfg).get("skipped") is True
+
+
+def test_translate_train_with_translated_files(runs, shared_data, tmp_path):
+    """--translated-train 'path/{lang}.tsv': real per-language training files replace the dev substitute."""
+    lines = (shared_data / "xnli" / "xnli.test.tsv").read_text(encoding="utf-8").splitlines()
+    header, rows = lines[0], [l for l in lines[1:] if l.startswith("fr\t")][-40:]  # rows the test slice below skips
+    (tmp_path / "train.fr.tsv").write_text("\n".join([header] + rows) + "\n", encoding="utf-8")
+    cfg = _cfg(runs["additive"], tmp_path / "tt", shared_data, setting="translate-train", lang=["fr"],
+               lr=[1e-3], **{"batch-size": [16], "max-steps": 2, "epochs": 1, "max-eval-rows": 30, "warmup": 1,
+                             "translated-train": str(tmp_path / "train.{lang}.tsv")})
+    s = run(cfg)
+    assert s["groups"]["fr"]["source"] == str(tmp_path / "train.fr.tsv")
+    assert s["groups"]["fr"]["grid"][0]["seeds"][0]["train_examples"] == 40
+    n_dev = len((tmp_path / "tt" / "predictions" / "seed1" / "dev.fr.jsonl").read_text().splitlines())
+    assert n_dev == 30  # the whole (capped) dev set selects
+    with pytest.raises(BadInput, match="no such TSV file"):
+        run(_cfg(runs["additive"], tmp_path / "tt2", shared_data, setting="translate-train", lang=["fr"],
+                 **{"translated-train": str(tmp_path / "missing.{lang}.tsv")}))

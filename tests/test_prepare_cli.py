@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from conftest import FIXTURES, run_cli
 
@@ -185,6 +184,7 @@ def test_missing_path(tmp_path):
     missing = tmp_path / "nope.en.txt"
     r = prepare(tmp_path / "p", "--source", "text", "--lang", "en", missing)
     assert r.exit_code == 2 and str(missing) in error_line(r) and "no such file" in r.stderr
+    assert not (tmp_path / "p").exists()  # nothing written
 
 
 def test_empty_file(tmp_path):
@@ -199,6 +199,9 @@ def test_invalid_utf8_raises_then_skip_counts_it(tmp_path):
     line = error_line(r)
     assert r.exit_code == 2 and f"{bad}:2:" in line and "UTF-8" in line
     assert not list((tmp_path / "p").rglob("part-*.parquet"))
+    # nothing was kept, so the same folder accepts the corrected command without --force
+    r = prepare(tmp_path / "p", "--source", "text", "--lang", "en", bad, "--on-error", "skip")
+    assert r.exit_code == 0, r.stderr
     r = prepare(tmp_path / "s", "--source", "text", "--lang", "en", bad, FIX / "empty.en.txt", EN,
                 "--on-error", "skip", "--json")
     assert r.exit_code == 0, r.stderr
@@ -238,3 +241,16 @@ def test_bpe_inside_prepare(tmp_path):
         assert list((out2 / "ids" / "train" / "fr").glob("part-*.parquet"))
     r = prepare(tmp_path / "x", "--source", "text", "--lang", "fr", FR, "--bpe-from", tmp_path / "missing")
     assert r.exit_code == 2 and "missing" in error_line(r)
+
+
+def test_config_file_gives_the_same_run_as_flags(tmp_path):
+    toml = tmp_path / "prep.toml"
+    toml.write_text(f'source = "text"\nlang = ["en"]\ninputs = ["{EN}"]\nlowercase = "xlm"\nmax-tokens = 20\n',
+                    encoding="utf-8")
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert prepare(a, "--config", toml).exit_code == 0
+    r = prepare(b, "--source", "text", "--lang", "en", EN, "--lowercase", "xlm", "--max-tokens", "20")
+    assert r.exit_code == 0
+    assert manifest(a)["config_hash"] == manifest(b)["config_hash"] and shard_hashes(a) == shard_hashes(b)
+    r = prepare(a, "--config", toml, "--json")  # the same config again: nothing to do
+    assert json.loads(r.stdout)["status"].startswith("up to date")

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import REPO, run_cli
@@ -48,8 +49,8 @@ def test_killed_run_resumes_to_the_same_output(shared_data, tmp_path):
 
     out = tmp_path / "killed"
     env = {**os.environ, "XLP_QUIET": "1"}
-    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--out", str(out), "--workers", "2"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
+    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--workers", "2", "--out"]
+    proc = subprocess.Popen(cmd + [str(out)], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
@@ -73,3 +74,22 @@ def test_killed_run_resumes_to_the_same_output(shared_data, tmp_path):
         assert m[key] == mref[key], key
     assert m["outputs"]["shards"] == mref["outputs"]["shards"]
     assert not (out / ".work").exists() and not list(out.rglob("*.tmp"))
+
+    # a worker that dies (say, the OOM killer) fails the run with one line, exit 1; a rerun resumes
+    out = tmp_path / "worker-died"
+    proc = subprocess.Popen(cmd + [str(out)], cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while len(list((out / ".work").glob("chunk-*.parquet"))) < 4:
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.01)
+        psutil.Process(proc.pid).children()[0].kill()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1 and "worker process died" in err and "Traceback" not in err, err
+    r = run_cli(*args, "--out", out, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["status"] == "resumed and finished", r.stderr
+    assert _hashes(out) == _hashes(ref)

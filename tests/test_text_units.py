@@ -103,3 +103,17 @@ def test_pipeline_steps_and_config():
     assert pipe.process_batch(texts, "en") == [pipe.process(t, "en") for t in texts]
     with pytest.raises(ValueError):
         TextPipeline(tokenize="spacy")
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "it", "de", "fi", "hi", "xx"])
+def test_fast_moses_tokenizer_equals_sacremoses_on_edge_cases(lang):
+    from sacremoses import MosesTokenizer
+
+    ref = MosesTokenizer(lang)
+    cases = ["Wait... what?!", "He said 'no.'", "It's John's, isn't it?", "l'homme d'affaires", "5,300 and 1,5 ,x",
+             "No. 5 is here. No. more", "Mr. Smith vs. U.S.A. e.g. this", "DOTMULTI and DOTDOTMULTI ..", "a.'",
+             "end.' ", "tab\there \x07junk", "''quoted''", "rock 'n' roll '90s", "x...y....z", "A.B.C. d.", ".",
+             "'", ",", "..", "$5 & 10% #tag @user", "don't CAN'T y'all o'clock", "hello , world", "(a) [b] {c}"]
+    tok = get_tokenizer(lang, "moses")
+    for text in cases:
+        assert tok(text) == ref.tokenize(text, escape=False, return_str=True), text

@@ -60,7 +60,8 @@ _COMMANDS = [
 
 for _app, _name, _cfg, _run, _help, _summary in _COMMANDS:
     try:
-        stage_command(_app, _name, _cfg, _run, _help, _summary)
+        stage_command(_app, _name, _cfg, _run, _help, _summary,
+                      title=("xlp bpe " if _app is bpe_app else "xlp ") + _name)
     except ModuleNotFoundError as _e:  # a stage still under construction must not break the others
         if not _e.name or not _e.name.startswith("xlp_cli"):
             raise

@@ -95,7 +95,7 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
 
 
 def stage_command(app: typer.Typer, name: str, config_ref: str, run_ref: str, help: str,
-                  summary_ref: str | None = None) -> None:
+                  summary_ref: str | None = None, title: str | None = None) -> None:
     """Register `xlp NAME` built from the dataclass at `config_ref`, running `run_ref(cfg) -> dict`."""
     cls = _load(config_ref)
     hints = cfgmod.field_types(cls)
@@ -119,7 +119,7 @@ def stage_command(app: typer.Typer, name: str, config_ref: str, run_ref: str, he
             elif summary_ref:
                 _load(summary_ref)(summary)
             else:
-                ui.print_summary(f"xlp {name}", summary)
+                ui.print_summary(title or f"xlp {name}", summary)
 
         run_guarded(go)
 

@@ -52,7 +52,7 @@ PATH_KEYS = {"out", "data"}
 @dataclasses.dataclass
 class RunConfig:
     recipe: list[Path] = opt(factory=list, help="The recipe TOML file (e.g. pipelines/demo.toml).", argument=True)
-    out: Path | None = opt(None, "Root folder of the stage outputs (overrides the recipe's [recipe] out).")
+    out: Path | None = opt(None, "Root folder of the stage outputs (overrides the `out` key of the recipe).")
     only: list[str] = opt(factory=list, help="Run only these stages (e.g. pretrain or pretrain.xlp); the others must be done.")
     force: bool = opt(False, "Pass --force to every stage that runs (overwrite folders written with another config).")
     dry_run: bool = opt(False, "Print the plan (stage, folder, done or to run) and stop.")
@@ -128,8 +128,8 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
     for j, e in enumerate(ft_entries):
         e = dict(e)
         suffix = str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else ""))
-        if "data" in e or not pretrain_names:
-            name = suffix or "finetune"
+        if "data" in e or not pretrain_names or e.get("task") == "translation":  # translation: one model per entry
+            name = suffix or str(e.get("task", "finetune"))
             add(Node(f"finetune.{name}", "finetune", name, e, f"{recipe} [finetune] {name}"))
             continue
         for p in pretrain_names:
@@ -198,8 +198,9 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
             deps = first("bpe-apply", "prepare") + first("vocab-score")
         elif node.stage == "finetune":
             task = v.get("task", "xnli")
-            parent = [node.parent] if node.parent else []
-            deps = parent if task == "xnli" else first("bpe-apply", "prepare") + parent
+            # xnli starts from its pretrain run; translation reads the parallel id shards (and names a pretrain
+            # run, if any, through its own `init-encoder` key)
+            deps = ([node.parent] if node.parent else []) if task == "xnli" else first("bpe-apply", "prepare")
         elif node.stage == "evaluate":
             task = v.get("task", "xnli")
             want = "finetune" if task in ("xnli", "translation") else "pretrain"
@@ -278,7 +279,8 @@ def is_done(node: Node) -> bool:
         return False
     want = _normalize(cfgmod.to_dict(node.cfg))
     have = _normalize(recorded)
-    return all(have.get(k) == v for k, v in want.items() if k in have) and set(want) <= set(have) | VOLATILE
+    # compare the keys the stage recorded (a stage may leave out keys that do not change its output, e.g. `out`)
+    return all(have[k] == v for k, v in want.items() if k in have)
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:

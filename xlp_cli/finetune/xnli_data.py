@@ -108,10 +108,16 @@ def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | N
 
 def holdout_split(examples: list[Example], fraction: float = 0.1) -> tuple[list[Example], list[Example]]:
     """Deterministic (train, held-out) split by a hash of the premise, so both hypotheses of a premise stay together."""
+    def key(ex: Example) -> float:
+        return int(hashlib.sha1(ex.premise.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+
     train, held = [], []
     for ex in examples:
-        h = int(hashlib.sha1(ex.premise.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
-        (held if h < fraction else train).append(ex)
+        (held if key(ex) < fraction else train).append(ex)
+    if not held and len({ex.premise for ex in train}) > 1:  # small sets: hold out the premise with the lowest hash
+        low = min(train, key=key).premise
+        held = [ex for ex in train if ex.premise == low]
+        train = [ex for ex in train if ex.premise != low]
     return train, held
 
 

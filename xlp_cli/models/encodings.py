@@ -229,7 +229,9 @@ class VleEncoding(LanguageEncoding):
             starts = self.voc_offsets.tolist()
             ids = torch.cat([self.voc_ids[starts[l]: starts[l] + self.sizes[l]] for l in langs])
             offsets = torch.tensor([0] + [self.sizes[l] for l in langs[:-1]], device=ids.device).cumsum(0)
-        e_voc = F.embedding_bag(ids, weight, offsets, mode="mean")               # E_Voc_l, [n, d]
+        # sparse=True: the gradient reaches the Voc_l rows as a sparse tensor that autograd adds into the dense
+        # gradient of the word embedding, instead of materialising a second dense [V, d] gradient.
+        e_voc = F.embedding_bag(ids, weight, offsets, mode="mean", sparse=weight.requires_grad)  # E_Voc_l, [n, d]
         w = self.W if len(langs) == self.n_langs else self.W[langs]
         gate = torch.sigmoid(torch.einsum("lij,lj->li", w, e_voc))               # sigma(W_l E_Voc_l)
         return gate * e_voc

@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlp_cli import artifacts
-
 from xlp_cli.text.pipeline import TextPipeline
 
 _PIPE: TextPipeline | None = None
@@ -36,6 +35,13 @@ def init_worker(pipe_config: dict[str, Any], min_tokens: int, max_tokens: int) -
     global _PIPE, _LIMITS
     _PIPE = TextPipeline.from_config(pipe_config)
     _LIMITS = (min_tokens, max_tokens)
+
+
+def warm(langs: list[str]) -> None:
+    """Build the tools for `langs` now (in the parent, before the workers fork, so they share them)."""
+    assert _PIPE is not None, "init_worker was not called"
+    for lang in langs:
+        _PIPE.process("warm up", lang)
 
 
 def record_id(source: str, lang: str, text: str) -> str:

@@ -22,6 +22,8 @@ import json
 import multiprocessing as mp
 import shutil
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -84,6 +86,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     config = output_config(cfg)
     if cfg.bpe_from is not None and not Path(cfg.bpe_from).exists():
         raise BadInput("no such BPE codes file or `xlp bpe learn` folder", path=cfg.bpe_from)
+    inputs = [] if cfg.download else _inputs(cfg)  # a missing path is reported before anything is written
+    _forget_config_if_nothing_done(out)
     prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
     chash = artifacts.config_hash(config)
 
@@ -96,7 +100,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         summary["docs_per_s"] = summary["mb_per_s"] = None
         return summary
 
-    inputs = _inputs(cfg)
+    if cfg.download:
+        inputs = _inputs(cfg)
     errors = ErrorPolicy(cfg.on_error)
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records)
@@ -157,6 +162,17 @@ def _inputs(cfg: PrepareConfig) -> list[Path]:
     return expand_inputs(cfg.inputs)
 
 
+def _forget_config_if_nothing_done(out: Path) -> None:
+    """A folder whose earlier run stopped before any work was kept (e.g. at a bad input file) accepts
+    another config without --force: there is nothing to protect."""
+    marker = out / ".xlp-config.json"
+    if not marker.is_file() or (out / artifacts.MANIFEST).exists():
+        return
+    if any((out / _WORK).glob("chunk-*.parquet")) or any(out.glob("*/*/part-*.parquet")):
+        return
+    marker.unlink()
+
+
 def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = False) -> bool:
     """Every shard the manifest lists is there with its sha256. With `remove_bad`, damaged ones are deleted
     (the run that follows rebuilds them; shards on disk are otherwise trusted and kept)."""
@@ -194,6 +210,10 @@ def _to_task(rec: Mono | Pair, errors: ErrorPolicy) -> tuple | None:
     if l1 > l2:
         l1, l2, t1, t2 = l2, l1, t2, t1
     return ("p", l1, l2, t1, t2, rec.source)
+
+
+_WORKER_DIED = ("a worker process died (out of memory? killed?); rerun the same command to resume, "
+                "perhaps with fewer --workers")
 
 
 def _chunk_path(work: Path, c: int) -> Path:
@@ -262,12 +282,13 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
         return totals
     start = resumed * size
 
+    process.init_worker(pipe_config, cfg.min_tokens, cfg.max_tokens)
+    process.warm([lang for lang in cfg.lang if _folder_ok(lang)])  # workers fork with the tools built
     pool = None
     if cfg.workers > 1:
-        pool = mp.get_context("fork").Pool(cfg.workers, initializer=process.init_worker,
-                                           initargs=(pipe_config, cfg.min_tokens, cfg.max_tokens))
-    else:
-        process.init_worker(pipe_config, cfg.min_tokens, cfg.max_tokens)
+        pool = ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context("fork"), initializer=process.init_worker,
+                                   initargs=(pipe_config, cfg.min_tokens, cfg.max_tokens))
+        pool.submit(int).result()  # fork the workers now, before the progress bar starts its thread
     inflight: collections.deque = collections.deque()
     max_inflight = 2 * cfg.workers
 
@@ -285,10 +306,10 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
                 if pool is None:
                     finished(c, process.process_to_file(chunk, path, n))
                     return
-                inflight.append((pool.apply_async(process.process_to_file, (chunk, path, n)), c))
+                inflight.append((pool.submit(process.process_to_file, chunk, path, n), c))
                 while len(inflight) >= max_inflight:
                     res, cc = inflight.popleft()
-                    finished(cc, res.get())
+                    finished(cc, res.result())
 
             chunk: list[tuple] = []
             index = 0
@@ -306,11 +327,14 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
                 submit(chunk, index // size, index % size)
             while inflight:
                 res, cc = inflight.popleft()
-                finished(cc, res.get())
+                finished(cc, res.result())
+    except BrokenProcessPool:
+        raise WorkFailed(_WORKER_DIED) from None
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            for res, _ in inflight:
+                res.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
     artifacts.write_json_atomic(done_marker, {"skipped": dict(errors.skipped), "examples": errors.examples,
                                               "warnings": errors.warnings})
     totals["resumed"] = resumed

@@ -16,6 +16,7 @@ untokenized text (the `raw` column); `process(raw(x)) == process(x)` because cle
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Iterable, Mapping
 
 from xlp_cli.text import case as _case
@@ -45,7 +46,7 @@ class TextPipeline:
                    tokenize=str(get("tokenize", "moses")), lowercase=str(get("lowercase", "safe")))
 
     @classmethod
-    def from_manifest(cls, folder: str) -> "TextPipeline":
+    def from_manifest(cls, folder: "str | os.PathLike[str]") -> "TextPipeline":
         """From an `xlp prepare` output folder."""
         from xlp_cli import artifacts
 

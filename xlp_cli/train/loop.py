@@ -182,6 +182,9 @@ class Trainer:
             total += float(loss.detach()) / cfg.accumulate
             tokens += batch.n_tokens
             names.append(batch.name)
+        for p in self.model.parameters():  # a sparse gradient only when VLE was the sole user of a row
+            if p.grad is not None and p.grad.is_sparse:
+                p.grad = p.grad.to_dense()
         self.scaler.unscale_(self.optimizer)
         gnorm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm) if cfg.clip_norm > 0
                  else torch.sqrt(sum((p.grad.float() ** 2).sum() for p in self.model.parameters() if p.grad is not None)))
