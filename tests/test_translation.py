@@ -164,3 +164,27 @@ def test_translate_bad_inputs(overfit, tmp_path):
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1
     r = run_cli("translate", "--model", tmp_path, "--src-lang", "de", input="x\n")
     assert r.exit_code == 2 and "not a translation run" in r.output
+
+
+@pytest.mark.slow
+def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
+    pt = tmp_path / "pt"
+    r = run_cli("pretrain", "--data", slice200, "--out", pt, "--objective", "tlm", "--preset", "tiny",
+                "--lang-encoding", "xlp", "--max-steps", "2", "--batch-size", "8", "--accumulate", "1", "--bptt", "64",
+                "--eval-every", "2", "--eval-batches", "1", "--num-threads", "1")
+    assert r.exit_code == 0, r.output
+    from xlp_cli import config as cfgmod
+    from xlp_cli.finetune.config import FinetuneConfig
+    from xlp_cli.finetune.translation import Job
+    from xlp_cli.models.checkpoint import load_pretrained
+
+    cfg = cfgmod.from_dict(FinetuneConfig, {"task": "translation", "data": [str(slice200)], "out": str(tmp_path / "ft"),
+                                            "init-encoder": str(pt), "which": "last", "lang-encoding": "xlp", "preset": "tiny"})
+    model = Job(cfg).new_model()
+    pre = load_pretrained(pt, "last")
+    for name, tensor in pre.state_dict().items():
+        assert torch.equal(model.xlm_encoder.state_dict()[name], tensor), name
+    assert model.embed is model.xlm_encoder.embed  # shared with the decoder and the output projection
+    r = run_cli("finetune", "--task", "translation", "--data", slice200, "--out", tmp_path / "ft2", "--init-encoder", pt,
+                "--which", "last", "--lang-encoding", "additive", "--preset", "tiny", "--max-steps", "1")
+    assert r.exit_code == 2 and "uses --lang-encoding xlp, not additive" in r.output

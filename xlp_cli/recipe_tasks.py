@@ -6,14 +6,16 @@ column): for each catalog entry i of `xlp prepare`'s parallel shards (English e_
     neutral        premise e_i (en), hypothesis x_j, j != i, where e_j shares a word of 4+ letters with e_i
                    (a related message, e.g. "Open file" / "Save file")
     contradiction  premise e_i (en), hypothesis x_k, a random unrelated message
-Entries without a related message are left out, so the three labels stay balanced. Train rows come from the
-prepare run's train split, dev and test rows from its valid and test splits. The premise is encoded with the
+Entries without a related message are left out, so the three labels stay balanced. The pairs of all of the
+prepare run's splits are pooled and split again by a hash of the English message (80% train, 10% dev, 10% test),
+so a message and its translation land in one split only. The premise is encoded with the
 English pipeline and language, the hypothesis with language l, so it tests the cross-lingual alignment that
 the language encodings are about. It is a stand-in that keeps the demo runnable offline, not XNLI.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from pathlib import Path
@@ -85,14 +87,21 @@ def derive(prep: Path, out: Path, *, seed: int = 0, max_train: int = 6000, max_e
     rng = random.Random(seed)
     result: dict[str, object] = {}
     counts: dict[str, dict[str, int]] = {}
-    available: dict[str, int] = {}
-    for split, name, limit in (("train", "train", max_train), ("valid", "dev", max_eval), ("test", "test", max_eval)):
-        per_lang = _pairs(prep, split)
-        if split == "train":
-            available = {l: len(p) for l, p in per_lang.items()}
+    # every split's pairs, re-split by a hash of the English message: 80% train, 10% dev, 10% test
+    pooled: dict[str, list[tuple[str, str]]] = {}
+    for split in ("train", "valid", "test"):
+        for lang, pairs in _pairs(prep, split).items():
+            pooled.setdefault(lang, []).extend(pairs)
+    available = {l: len(p) for l, p in pooled.items()}
+    parts: dict[str, dict[str, list[tuple[str, str]]]] = {"train": {}, "dev": {}, "test": {}}
+    for lang, pairs in pooled.items():
+        for e, x in pairs:
+            h = int(hashlib.sha1(e.encode("utf-8")).hexdigest()[:8], 16) % 10
+            parts["dev" if h == 0 else "test" if h == 1 else "train"].setdefault(lang, []).append((e, x))
+    for name, limit in (("train", max_train), ("dev", max_eval), ("test", max_eval)):
         lines = [HEADER]
-        for lang in sorted(per_lang):
-            rows = _rows(lang, per_lang[lang], rng, limit)
+        for lang in sorted(parts[name]):
+            rows = _rows(lang, parts[name][lang], rng, limit)
             counts.setdefault(name, {})[lang] = len(rows)
             lines += rows
         artifacts.write_text_atomic(out / f"{name}.tsv", "".join(lines))

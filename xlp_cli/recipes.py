@@ -171,6 +171,12 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
     for node in nodes.values():
         v = node.values
         v_keys = {_norm_key(k) for k in v}
+        for k, val in v.items():  # another key naming a stage, e.g. translation's init-encoder = "@pretrain.xlp"
+            if k != "data" and isinstance(val, str) and val.startswith("@"):
+                refs = _ref(nodes, val, node.where)
+                if len(refs) != 1:
+                    raise BadInput(f"'{k}' = '{val}' names {len(refs)} stages; name one", path=node.where)
+                node.deps.append(refs[0])
         sub = node.name if node.stage in ("pretrain", "finetune", "evaluate") else None
         if "out" not in v_keys:
             v["out"] = str(root / node.stage / sub) if sub else str(root / {"bpe-apply": "ids", "vocab-score": "vocab"}.get(node.stage, node.stage))
@@ -207,7 +213,7 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
             deps = [n for n in ids if nodes[n].stage == want]
             if "name" not in v_keys and deps:
                 v["name"] = [nodes[n].name for n in deps]
-        node.deps = deps
+        node.deps = node.deps + deps
         v["data"] = [f"@{d}" for d in deps]
     order(nodes)  # raises on a cycle
 
@@ -242,6 +248,9 @@ def build_config(node: Node, nodes: dict[str, Node], force: bool) -> Any:
     cls = _load(config_ref)
     values = dict(node.values)
     values["data"] = [nodes[d[1:]].values["out"] if isinstance(d, str) and d.startswith("@") else d for d in values.get("data", [])]
+    for k, val in values.items():
+        if k != "data" and isinstance(val, str) and val.startswith("@"):
+            values[k] = nodes[_ref(nodes, val, node.where)[0]].values["out"]
     fields = {f.name for f in dataclasses.fields(cls)}
     if "data" not in fields:
         values.pop("data")

@@ -123,12 +123,15 @@ def table_rows(scores: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def rich_table(scores: dict[str, Any], title: str) -> Table:
+    """The terminal view: Table 1 transposed (a row per language, a column per run) so 15 languages fit."""
     header, rows = table_rows(scores)
     t = Table(title=title)
-    for i, h in enumerate(header):
-        t.add_column(h, justify="left" if i == 0 else "right", style="bold" if h in ("avg", "gap") else None)
-    for row in rows:
-        t.add_row(*row)
+    t.add_column("lang")
+    for r in rows:
+        t.add_column(r[0], justify="right")
+    for i, h in enumerate(header[1:], 1):
+        t.add_row(h if h != "gap" else "gap (Table 3)", *[r[i] for r in rows],
+                  style="bold" if h in ("avg", "gap") else None, end_section=h == header[-3])
     return t
 
 

@@ -297,12 +297,18 @@ class Job:
             self.train = kept
         self.valid_all = read_pairs(self.ids_dir, "valid", keep)
         self.test_all = read_pairs(self.ids_dir, "test", keep)
+        if cfg.arch == "interlingua" and "t2s" in cfg.intl_losses:  # t2s trains the reverse directions too
+            for d in list(self.train):
+                s, t = split_direction(d)
+                if f"{t}-{s}" not in self.directions:
+                    self.directions.append(f"{t}-{s}")
+            clash = sorted(set(self.directions) & set(self.zero_shot))
+            if clash:
+                raise BadInput(f"zero-shot direction(s) {', '.join(clash)} would be trained by the t2s loss")
         self.eval_dirs = self.directions + [z for z in self.zero_shot if z not in self.directions]
         for z in self.zero_shot:
             if serve(self.test_all, z) is None and serve(self.valid_all, z) is None:
                 raise BadInput(f"zero-shot direction {z} has no valid or test data to evaluate on", path=self.ids_dir)
-            if serve(train, z) is not None and cfg.arch == "interlingua" and z in self.directions:
-                raise BadInput(f"zero-shot direction {z} is also a training direction")
         langs = sorted({l for d in self.eval_dirs for l in split_direction(d)})
         self.pretrained = None
         if cfg.init_encoder is not None:
@@ -383,6 +389,8 @@ def train_one(job: Job, seed: int, run_dir: Path, device: torch.device) -> dict[
     batcher = MixedBatcher(job.train, cfg.max_tokens, cfg.temperature, seed)
     total = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * batcher.steps_per_epoch()
     valid = {d: p.take(cfg.max_eval_sentences) for d in job.directions if (p := serve(job.valid_all, d)) is not None}
+    for d, p in valid.items():
+        fit_lengths(p, job.max_src, job.max_tgt, "truncate", d)
     step, best = 0, {"valid_nll": math.inf, "step": 0}
     last = run_dir / "checkpoints" / "last"
     meta = read_meta(last)

@@ -35,6 +35,14 @@ def model_config(cfg: PretrainConfig, vocab_size: int, langs: list[str], vle_siz
 def resolve_inputs(cfg: PretrainConfig) -> dict[str, Any]:
     """Find the id shards, dictionary, languages and (VLE) vocabularies; every problem is one BadInput line."""
     found = artifacts.find_upstream(cfg.data, "bpe-apply")
+    if found is None:  # `xlp prepare --bpe-codes/--bpe-from` keeps its ids in a sub-folder (outputs.ids)
+        subs = []
+        for d in cfg.data:
+            m = artifacts.try_read_manifest(d) or {}
+            ids_sub = (m.get("outputs") or {}).get("ids") if isinstance(m.get("outputs"), dict) else None
+            if isinstance(ids_sub, str):
+                subs.append(Path(d) / ids_sub)
+        found = artifacts.find_upstream(subs, "bpe-apply") if subs else None
     if found is None:
         raise BadInput("no `xlp bpe apply` output (manifest stage 'bpe-apply') among --data or their upstream",
                        path=",".join(map(str, cfg.data)))
