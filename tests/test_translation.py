@@ -188,3 +188,23 @@ def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
     r = run_cli("finetune", "--task", "translation", "--data", slice200, "--out", tmp_path / "ft2", "--init-encoder", pt,
                 "--which", "last", "--lang-encoding", "additive", "--preset", "tiny", "--max-steps", "1")
     assert r.exit_code == 2 and "uses --lang-encoding xlp, not additive" in r.output
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_the_same_weights(slice200, tmp_path):
+    from safetensors.torch import load_file
+
+    common = ["finetune", "--task", "translation", "--data", slice200, "--preset", "tiny", "--max-tokens", "600",
+              "--valid-every", "2", "--max-eval-sentences", "3", "--beam", "1", "--warmup", "2", "--lr", "1e-3", "--threads", "1"]
+    r = run_cli(*common, "--out", tmp_path / "straight", "--max-steps", "4")
+    assert r.exit_code == 0, r.output
+    r = run_cli(*common, "--out", tmp_path / "resumed", "--max-steps", "2")
+    assert r.exit_code == 0, r.output
+    r = run_cli(*common, "--out", tmp_path / "resumed", "--max-steps", "4")  # more steps: continues from `last`
+    assert r.exit_code == 0, r.output
+    a = load_file(tmp_path / "straight" / "seed-1" / "checkpoints" / "last" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "seed-1" / "checkpoints" / "last" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    steps = [json.loads(l)["step"] for l in (tmp_path / "resumed" / "seed-1" / "metrics.jsonl").read_text().splitlines()
+             if json.loads(l)["event"] == "valid"]
+    assert steps == [2, 4]

@@ -280,3 +280,23 @@ td:first-child,th:first-child{{text-align:left}}img{{max-width:100%}}</style></h
     return {"task": "translation", "out": str(out), "title": title, "split": split, "bleu": summary_table,
             "zero_shot": zero, "report_md": str(out / "report.md"), "results": str(out / "results.json"),
             "signature": sigs[0] if sigs else ""}
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The terminal view: the supervised and zero-shot detokenized BLEU tables (mean ± std over seeds)."""
+    from rich.table import Table
+
+    res = json.loads(Path(summary["results"]).read_text(encoding="utf-8"))
+    for label, dirs, prefix in (("supervised", res["supervised"], ""), ("zero-shot", res["zero_shot"], "zero-shot ")):
+        if not dirs:
+            continue
+        t = Table(title=f"{summary['title']} ({label}, detokenized BLEU, {summary['split']})")
+        t.add_column("run")
+        for d in dirs + ["Avg"]:
+            t.add_column(d, justify="right")
+        for name, r in res["runs"].items():
+            st = r.get("bleu", {})
+            t.add_row(name, *[fmt(st.get(prefix + d, {"n": 0})) for d in dirs + ["Avg"]])
+        ui.out.print(t)
+    ui.out.print(f"signature: {summary.get('signature', '')}")
+    ui.out.print(f"report: {summary['report_md']} ({summary['results']})")

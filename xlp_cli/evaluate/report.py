@@ -73,10 +73,11 @@ def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accurac
     width = 0.8 / max(1, len(runs))
     for i, (name, r) in enumerate(runs):
         means = [r["acc"][l]["mean"] if l != "avg" else r["avg"]["mean"] for l in langs]
-        stds = [r["acc"][l]["std"] if l != "avg" else r["avg"]["std"] for l in langs]
+        stats = [r["acc"][l] if l != "avg" else r["avg"] for l in langs]
+        stds = [s["std"] if s["n"] >= 2 and not math.isnan(s["std"]) else 0.0 for s in stats]
         xs = [j + (i - (len(runs) - 1) / 2) * width for j in range(len(langs))]
         ax.bar(xs, [0 if math.isnan(m) else m for m in means], width,
-               yerr=[0 if math.isnan(s) else s for s in stds], capsize=2, label=name)
+               yerr=stds if any(stds) else None, capsize=2, label=name)
     ax.set_xticks(range(len(langs)))
     ax.set_xticklabels(langs)
     ax.set_ylabel("accuracy (%)")

@@ -377,17 +377,19 @@ def _device(name: str) -> torch.device:
 
 def train_one(job: Job, seed: int, run_dir: Path, device: torch.device) -> dict[str, Any]:
     cfg = job.cfg
+    batcher = MixedBatcher(job.train, cfg.max_tokens, cfg.temperature, seed)
+    total = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * batcher.steps_per_epoch()
     done = run_dir / "results.json"
     if done.is_file():
         res = json.loads(done.read_text(encoding="utf-8"))
-        ui.info(f"seed {seed}: finished earlier, skipping ({run_dir})")
-        return res
+        if int(res.get("steps", 0)) >= total:
+            ui.info(f"seed {seed}: finished earlier, skipping ({run_dir})")
+            return res
+        done.unlink()  # asked for more steps: continue from `last`
     torch.manual_seed(seed)
     model = job.new_model().to(device)
     lr_peak = cfg.lr[0] if cfg.lr else DEFAULT_LR
     opt = torch.optim.AdamW(model.parameters(), lr=lr_peak, betas=(0.9, 0.98), eps=1e-8, weight_decay=cfg.mt_weight_decay)
-    batcher = MixedBatcher(job.train, cfg.max_tokens, cfg.temperature, seed)
-    total = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * batcher.steps_per_epoch()
     valid = {d: p.take(cfg.max_eval_sentences) for d in job.directions if (p := serve(job.valid_all, d)) is not None}
     for d, p in valid.items():
         fit_lengths(p, job.max_src, job.max_tgt, "truncate", d)
@@ -455,8 +457,6 @@ def train_one(job: Job, seed: int, run_dir: Path, device: torch.device) -> dict[
             if step % cfg.valid_every == 0 or step == total:
                 checkpoint()
             bar.update(task, completed=step)
-    if meta is None and total == 0:
-        checkpoint()
     metrics.close()
     # final decoding with the best checkpoint
     best_dir = run_dir / "checkpoints" / "best"

@@ -3,6 +3,9 @@
 Records travel as plain tuples (cheap to pickle):
   mono  ("m", lang, text, source)
   pair  ("p", lang1, lang2, text1, text2, source)      with lang1 <= lang2 (the pipeline orders pairs)
+  page  ("w", lang, text, source, path, position, extract, context)   a `RawPage`: the worker first runs
+        `extract(text, context)` (wikipedia: wikitext -> paragraphs) and treats each paragraph as a mono
+        record; a `RecordProblem` it raises is returned as a problem [message, path, position]
 and come back (from `process_chunk`) as processed rows or a drop reason:
   ("m", lang, id, source, raw, text, hash, u)
   ("p", "l1-l2", id, source, l1, l2, raw1, raw2, text1, text2, hash, u)
@@ -11,7 +14,9 @@ and come back (from `process_chunk`) as processed rows or a drop reason:
 processed content, so equal content always dedups and always lands in the same split, whatever its source.
 
 `process_to_file` is what a worker runs: it processes one chunk and writes it, atomically, as a "chunk
-file" (`OUT/.work/chunk-NNNNNNNN.parquet`, columns CHUNK_COLUMNS) whose metadata holds the chunk's counts.
+file" (`OUT/.work/chunk-NNNNNNNN.parquet`, columns CHUNK_COLUMNS) whose metadata holds the chunk's counts
+(records, bytes, dropped), its problems and `end`, the position in the source's record stream after it.
+With on_error raise, a chunk with a problem is not written: the main process reports the problem and stops.
 """
 
 from __future__ import annotations
@@ -25,16 +30,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlp_cli import artifacts
+from xlp_cli.prepare.records import RecordProblem
 from xlp_cli.text.pipeline import TextPipeline
 
 _PIPE: TextPipeline | None = None
 _LIMITS: tuple[int, int] = (1, 0)
+_ON_ERROR = "raise"
 
 
-def init_worker(pipe_config: dict[str, Any], min_tokens: int, max_tokens: int) -> None:
-    global _PIPE, _LIMITS
+def init_worker(pipe_config: dict[str, Any], min_tokens: int, max_tokens: int, on_error: str = "raise") -> None:
+    global _PIPE, _LIMITS, _ON_ERROR
     _PIPE = TextPipeline.from_config(pipe_config)
     _LIMITS = (min_tokens, max_tokens)
+    _ON_ERROR = on_error
 
 
 def warm(langs: list[str]) -> None:
@@ -103,8 +111,38 @@ def _utf8_len(s: str) -> int:
     return len(s.encode("utf-8", "surrogatepass"))
 
 
-def process_to_file(chunk: list[tuple], path: str, n_records: int) -> dict[str, Any]:
-    """Process `chunk` (the tasks made from `n_records` source records) into the chunk file `path`."""
+def expand_pages(chunk: list[tuple]) -> tuple[list[tuple], int, list[list[str]]]:
+    """The chunk with each page task replaced by its paragraphs as mono tasks, in order.
+    -> (tasks, number of paragraphs the pages gave, problems [message, path, position])."""
+    if not any(t[0] == "w" for t in chunk):
+        return chunk, 0, []
+    tasks: list[tuple] = []
+    paragraphs = 0
+    problems: list[list[str]] = []
+    for t in chunk:
+        if t[0] != "w":
+            tasks.append(t)
+            continue
+        _, lang, text, source, path, position, extract, context = t
+        try:
+            lines = extract(text, context)
+        except RecordProblem as e:
+            problems.append([str(e), path, position])
+            continue
+        paragraphs += len(lines)
+        tasks.extend(("m", lang, line, source) for line in lines)
+    return tasks, paragraphs, problems
+
+
+def process_to_file(chunk: list[tuple], path: str, n_records: int, end: int | None = None) -> dict[str, Any]:
+    """Process `chunk` (the tasks made from `n_records` source records, not counting pages, whose paragraphs
+    count instead) into the chunk file `path`. `end` (the stream position after the chunk) goes into the
+    metadata for resuming."""
+    chunk, paragraphs, problems = expand_pages(chunk)
+    n_records += paragraphs
+    if problems and _ON_ERROR == "raise":  # the main process raises: no chunk file, a rerun meets it again
+        return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end,
+                "written": False}
     rows = process_chunk(chunk)
     cols: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
     dropped: dict[str, int] = {}
@@ -118,7 +156,7 @@ def process_to_file(chunk: list[tuple], path: str, n_records: int) -> dict[str, 
         for c, v in zip(CHUNK_COLUMNS, r):
             cols[c].append(v)
     nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
-    meta = {"records": n_records, "bytes": nbytes, "dropped": dropped}
+    meta = {"records": n_records, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end}
     table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
     with artifacts.atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")

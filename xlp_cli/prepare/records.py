@@ -3,6 +3,12 @@
 A source is a function `read(inputs, opts, errors) -> Iterator[Mono | Pair]` registered in
 `xlp_cli.prepare.sources.SOURCES`. It streams (constant memory), yields raw (unprocessed) text, and
 reports record-level problems through `ErrorPolicy`, which either raises (default) or counts a skip.
+
+When the pipeline sets `SourceOptions.defer_pages`, a source whose text extraction is expensive (wikipedia:
+wikitext -> plain text) may yield `RawPage`s instead: the document as it is in the file plus the function
+that extracts its paragraphs, which the pipeline runs in its worker processes (`process.py`). A `RawPage`
+stands for the `Mono`s that `RawPage.monos()` gives, in that order; readers called without `defer_pages`
+(tests, other tools) only ever see `Mono`/`Pair`.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from pathlib import Path
-from typing import Iterator, Protocol, Union
+from typing import Any, Callable, Iterator, Protocol, Union
 
 from xlp_cli.errors import BadInput
 
@@ -37,7 +43,33 @@ class Pair:
     origin: str
 
 
-Record = Union[Mono, Pair]
+class RecordProblem(Exception):
+    """Raised by a `RawPage.extract` function for a record-level problem (reported through `ErrorPolicy.bad`
+    with the page's path and position)."""
+
+
+@dataclasses.dataclass(slots=True)
+class RawPage:
+    """A document whose paragraphs are still to be extracted: `extract(text, context)` -> list of paragraph
+    texts, each one `Mono(lang, paragraph, source, path + position)`. `extract` must be a module-level
+    function (it is pickled by name to the workers); `context` is what it needs besides the text (wikipedia:
+    the dump's link namespaces), shared by the pages of one file."""
+
+    lang: str
+    text: str
+    source: str
+    path: str  # for messages: the file
+    position: str  # and the place in it ("#title"); origin = path + position
+    extract: Callable[[str, Any], list[str]]
+    context: Any = None
+
+    def monos(self) -> list[Mono]:
+        """The records this page stands for (raises RecordProblem)."""
+        origin = self.path + self.position
+        return [Mono(self.lang, t, self.source, origin) for t in self.extract(self.text, self.context)]
+
+
+Record = Union[Mono, Pair, RawPage]
 
 
 @dataclasses.dataclass
@@ -48,6 +80,7 @@ class SourceOptions:
     lid_threshold: float = 0.5  # commoncrawl language-ID confidence
     mono_from_parallel: bool = False  # also yield each side of parallel data as Mono (gettext, opus)
     max_records: int = 0  # per language (0 = no limit); sources may stop early
+    defer_pages: bool = False  # a source may yield RawPage (set by the pipeline, which expands them in workers)
 
 
 class ErrorPolicy:

@@ -2,9 +2,11 @@
 
 How a killed run resumes to the same output (docs/prepare.md, "Resume"):
 - The source is read in order and cut into chunks of `--chunk-size` records (by position in the record
-  stream). Workers clean/normalize/tokenize/lowercase a chunk, apply the length filter, and write it as a
-  chunk file `OUT/.work/chunk-NNNNNNNN.parquet` (atomic). A rerun re-reads the source but skips the records
-  of the finished chunks (an unbroken run of chunk files from 0).
+  stream; a `RawPage`, whose paragraphs the workers extract, weighs about its number of paragraphs:
+  1 + len(wikitext) // 500). Workers extract pages, clean/normalize/tokenize/lowercase a chunk, apply the
+  length filter, and write it as a chunk file `OUT/.work/chunk-NNNNNNNN.parquet` (atomic) whose metadata
+  records where in the stream it ends. A rerun re-reads the source but skips the records of the finished
+  chunks (an unbroken run of chunk files from 0).
 - The main process feeds chunk files, in order, to the Finalizer (finalize.py): exact de-duplication,
   split by content hash with the valid/test caps, `--max-records`, and streaming shard writers for
   `OUT/<split>/<lang or l1-l2>/part-NNNNN.parquet`. A rerun feeds the finished chunks again from 0, so
@@ -38,7 +40,7 @@ from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.prepare import process
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.finalize import SPLITS, Finalizer
-from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
+from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions
 from xlp_cli.text.langs import safe_folder_name
 
 STAGE = "prepare"
@@ -104,7 +106,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         inputs = _inputs(cfg)
     errors = ErrorPolicy(cfg.on_error)
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
-                         mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records)
+                         mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
+                         defer_pages=True)
     from xlp_cli.prepare.sources import SOURCES
 
     records = SOURCES[cfg.source](inputs, opts, errors)
@@ -194,7 +197,7 @@ def _folder_ok(lang: str) -> bool:
 
 
 def _to_task(rec: Mono | Pair, errors: ErrorPolicy) -> tuple | None:
-    if isinstance(rec, Mono):
+    if type(rec) is Mono:
         if not _folder_ok(rec.lang):
             errors.bad(f"language code {rec.lang!r} cannot name an output folder", path=rec.origin)
             return None
@@ -214,6 +217,26 @@ def _to_task(rec: Mono | Pair, errors: ErrorPolicy) -> tuple | None:
 
 _WORKER_DIED = ("a worker process died (out of memory? killed?); rerun the same command to resume, "
                 "perhaps with fewer --workers")
+
+
+# how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
+# paragraph per 220-1,100 characters of wikitext), so that chunks of pages take about as long as others
+_PAGE_CHARS = 500
+
+
+def _page_task(page: RawPage, errors: ErrorPolicy) -> tuple[tuple | None, int]:
+    """(task for the workers, records counted here). A page whose language cannot name a folder is expanded
+    here so that each of its paragraphs is reported (and counted) as a Mono would be."""
+    if _folder_ok(page.lang):
+        return ("w", page.lang, page.text, page.source, page.path, page.position, page.extract, page.context), 0
+    try:
+        monos = page.monos()
+    except RecordProblem as e:
+        errors.bad(str(e), path=page.path, position=page.position)
+        return None, 0
+    for m in monos:
+        _to_task(m, errors)
+    return None, len(monos)
 
 
 def _chunk_path(work: Path, c: int) -> Path:
@@ -260,7 +283,11 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
     size = _work_state(work, cfg)["chunk_size"]
     totals: dict[str, Any] = {"records": 0, "bytes": 0, "dropped": collections.Counter()}
 
-    def account(meta: dict[str, Any]) -> None:
+    def account(meta: dict[str, Any], report: bool = True) -> None:
+        """Count a finished chunk; its record-level problems go to `errors` (which raises by default)."""
+        if report:
+            for message, path, position in meta.get("problems") or ():
+                errors.bad(message, path=path, position=position)
         totals["records"] += meta["records"]
         totals["bytes"] += meta["bytes"]
         totals["dropped"].update(meta["dropped"])
@@ -269,9 +296,12 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
     resumed = _finished_chunks(work)
     if resumed:
         ui.info(f"resuming: {resumed} finished chunk(s) of {size} records are kept")
+    start = 0
     for c in range(resumed):
+        meta = process.chunk_meta(_chunk_path(work, c))
+        account(meta, report=not done_marker.is_file())  # source.done holds the problems already
         fin.add_file(_chunk_path(work, c))
-        account(process.chunk_meta(_chunk_path(work, c)))
+        start = meta.get("end") or (c + 1) * size  # (chunk files of older versions: `size` records each)
     if done_marker.is_file():  # every chunk was written: the source need not be read again
         prev = json.loads(done_marker.read_text(encoding="utf-8"))
         errors.skipped.update(prev["skipped"])
@@ -280,14 +310,13 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
         totals["resumed"] = resumed
         totals["dropped"] = dict(totals["dropped"])
         return totals
-    start = resumed * size
 
-    process.init_worker(pipe_config, cfg.min_tokens, cfg.max_tokens)
+    process.init_worker(pipe_config, cfg.min_tokens, cfg.max_tokens, cfg.on_error)
     process.warm([lang for lang in cfg.lang if _folder_ok(lang)])  # workers fork with the tools built
     pool = None
     if cfg.workers > 1:
         pool = ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context("fork"), initializer=process.init_worker,
-                                   initargs=(pipe_config, cfg.min_tokens, cfg.max_tokens))
+                                   initargs=(pipe_config, cfg.min_tokens, cfg.max_tokens, cfg.on_error))
         pool.submit(int).result()  # fork the workers now, before the progress bar starts its thread
     inflight: collections.deque = collections.deque()
     max_inflight = 2 * cfg.workers
@@ -297,34 +326,44 @@ def _process_and_finalize(cfg: PrepareConfig, records: Iterator[Mono | Pair], er
             task = bar.add_task(f"prepare {cfg.source}", total=None, bytes=0)
 
             def finished(c: int, meta: dict[str, Any]) -> None:
+                account(meta)  # raises on a problem with --on-error raise (that chunk was not written)
                 fin.add_file(_chunk_path(work, c))
-                account(meta)
                 bar.update(task, completed=totals["records"], bytes=totals["bytes"])
 
-            def submit(chunk: list[tuple], c: int, n: int) -> None:
+            def submit(chunk: list[tuple], c: int, n: int, end: int) -> None:
                 path = str(_chunk_path(work, c))
                 if pool is None:
-                    finished(c, process.process_to_file(chunk, path, n))
+                    finished(c, process.process_to_file(chunk, path, n, end))
                     return
-                inflight.append((pool.submit(process.process_to_file, chunk, path, n), c))
+                inflight.append((pool.submit(process.process_to_file, chunk, path, n, end), c))
                 while len(inflight) >= max_inflight:
                     res, cc = inflight.popleft()
                     finished(cc, res.result())
 
             chunk: list[tuple] = []
-            index = 0
+            c = resumed
+            index = items = n = weight = 0  # stream position; this chunk's items, records (not pages), weight
             for rec in records:
                 index += 1
                 if index <= start:
                     continue
-                t = _to_task(rec, errors)
+                items += 1
+                if type(rec) is RawPage:
+                    t, counted = _page_task(rec, errors)
+                    n += counted
+                    weight += 1 + len(rec.text) // _PAGE_CHARS
+                else:
+                    t = _to_task(rec, errors)
+                    n += 1
+                    weight += 1
                 if t is not None:
                     chunk.append(t)
-                if index % size == 0:
-                    submit(chunk, index // size - 1, size)
-                    chunk = []
-            if index > start and index % size:
-                submit(chunk, index // size, index % size)
+                if weight >= size:
+                    submit(chunk, c, n, index)
+                    c += 1
+                    chunk, items, n, weight = [], 0, 0, 0
+            if items:
+                submit(chunk, c, n, index)
             while inflight:
                 res, cc = inflight.popleft()
                 finished(cc, res.result())

@@ -1,7 +1,7 @@
 """`--source wikipedia`: MediaWiki `pages-articles` XML dumps -> one Mono per paragraph of article text.
 
 - Plain, .bz2, .xz or .gz (recognised by content). Streamed with `ElementTree.iterparse`; each `<page>`
-  is converted and then cleared from the tree, so memory stays flat whatever the dump size.
+  is taken out and then cleared from the tree, so memory stays flat whatever the dump size.
 - Encoding: expat honours the XML declaration and a BOM (one sample dump is UTF-16 LE with BOM).
 - Truncation: a dump that ends inside the XML (or whose compressed stream ends early) keeps every page
   completed before the cut, and `errors.warn`s (the manifest records it). Malformed XML elsewhere is
@@ -16,6 +16,11 @@
   still carries markup (`{{`, `}}`, `[[`, `]]`, `{|`, `|}`, `|-`, `<ref`, table-row starts).
 - Unit: one record per non-empty line of the converted article (a paragraph or list item), as
   WikiExtractor writes it for XLM's get-data-wiki.sh. Origin: "file#title".
+- Where the conversion runs: with `opts.defer_pages` (set by `xlp prepare` unless --max-records is given)
+  the reader only streams the XML and yields one `RawPage` per article (its wikitext, `page_lines` and the
+  dump's link namespaces); the pipeline's worker processes convert it, so `--workers N` spreads the
+  conversion too. Otherwise (tests, --max-records, which must stop after exactly N paragraphs) the reader
+  converts and yields the `Mono`s itself. Both give the same records in the same order.
 - Language: the `<dbname>` in `<siteinfo>` (`bgwiki` -> bg), else the file name (`elwiki-...`), else the
   root's `xml:lang`, else a single `--lang`. Files in a language not among `--lang` are skipped.
 """
@@ -33,7 +38,7 @@ from typing import Iterator
 from xlp_cli import ui
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
-from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
+from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions
 from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, data_files, open_binary
 
 NAME = "wikipedia"
@@ -131,6 +136,14 @@ def wikitext_to_lines(wikitext: str, link_namespaces: set[str]) -> list[str]:
             continue
         lines.append(line)
     return lines
+
+
+def page_lines(wikitext: str, link_namespaces: frozenset[str]) -> list[str]:
+    """`wikitext_to_lines` as a `RawPage.extract` function (runs in the worker processes)."""
+    try:
+        return wikitext_to_lines(wikitext, link_namespaces)
+    except Exception as e:  # mwparserfromhell gives up on some pathological wikitext
+        raise RecordProblem(f"wikitext could not be parsed ({type(e).__name__}: {e})") from None
 
 
 class _Walker:
@@ -234,18 +247,20 @@ class _Walker:
 
 
 # ------------------------------------------------------------------ dump reader
-def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
+def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono | RawPage]:
     inputs = data_files(expand_inputs(inputs))
     per_lang: Counter[str] = Counter()
     for path in inputs:
         yield from _read_dump(path, opts, errors, per_lang)
 
 
-def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter) -> Iterator[Mono]:
+def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter) -> Iterator[Mono | RawPage]:
     lang: str | None = None
     root_lang: str | None = None
     link_ns = set(DEFAULT_LINK_NAMESPACES)
+    context: frozenset[str] | None = None  # link_ns as the pages get it (one object: pickled once per chunk)
     prose_ns_names: set[str] = set()  # localized names of non-article namespaces (for dumps without <ns>)
+    defer = opts.defer_pages and not opts.max_records  # --max-records stops after exactly N paragraphs: count here
     pages = 0
     stream = open_binary(path)
     reader = TolerantStream(stream)
@@ -281,6 +296,7 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
                         if ns.get("key") in NON_PROSE_NS_KEYS and ns.text:
                             link_ns.add(ns.text.strip().lower())
                             prose_ns_names.add(ns.text.strip().lower())
+                context = None
                 if root is not None:
                     root.clear()
             elif tag == "page":
@@ -289,11 +305,30 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
                     ui.info(f"{path}: language {page_lang} is not among --lang {','.join(opts.langs)}; skipped")
                     return
                 pages += 1
-                yield from _page_records(path, elem, page_lang, link_ns, prose_ns_names, errors, opts, per_lang)
+                if opts.max_records and per_lang[page_lang] >= opts.max_records:
+                    return  # an earlier dump of this language gave N already
+                found = _article(elem, prose_ns_names)
                 if root is not None:
                     root.clear()
-                if opts.max_records and per_lang[page_lang] >= opts.max_records:
-                    return
+                if found is None:
+                    continue
+                title, text = found
+                if context is None:
+                    context = frozenset(link_ns)
+                page = RawPage(page_lang, text, NAME, str(path), f"#{title}", page_lines, context)
+                if defer:
+                    yield page
+                    continue
+                try:
+                    records = page.monos()
+                except RecordProblem as e:
+                    errors.bad(str(e), path=path, position=page.position)
+                    continue
+                for rec in records:
+                    per_lang[page_lang] += 1
+                    yield rec
+                    if opts.max_records and per_lang[page_lang] >= opts.max_records:
+                        return
         if reader.error is not None:  # damage right after a complete document: still report it
             errors.bad(f"{archive_problem(reader.error)} after the end of the XML", path=path,
                        position=f"byte {reader.bytes} of the decompressed stream")
@@ -316,34 +351,24 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
         errors.bad("no <page> found: not a MediaWiki pages-articles dump, or empty", path=path)
 
 
-def _page_records(path: Path, page: ET.Element, lang: str, link_ns: set[str], prose_ns_names: set[str],
-                  errors: ErrorPolicy, opts: SourceOptions, per_lang: Counter) -> Iterator[Mono]:
+def _article(page: ET.Element, prose_ns_names: set[str]) -> tuple[str, str] | None:
+    """(title, wikitext) of a main-namespace article with text; None for other pages and redirects."""
     title = (_child_text(page, "title") or "").strip()
     ns = _child_text(page, "ns")
     if ns is not None:
         if ns.strip() != "0":
-            return
+            return None
     elif ":" in title and title.split(":", 1)[0].strip().lower() in (prose_ns_names | DEFAULT_LINK_NAMESPACES):
-        return
+        return None
     if _child(page, "redirect") is not None:
-        return
+        return None
     rev = _child(page, "revision")
     if rev is None:
-        return
+        return None
     text = _child_text(rev, "text")
     if not text:
-        return
+        return None
     m = _REDIRECT.match(text)
     if m and (m.group(1).lower() == "redirect" or m.group(1).isupper()):  # localised magic words are upper case
-        return
-    try:
-        lines = wikitext_to_lines(text, link_ns)
-    except Exception as e:  # mwparserfromhell gives up on some pathological wikitext
-        errors.bad(f"wikitext could not be parsed ({type(e).__name__}: {e})", path=path, position=f"#{title}")
-        return
-    origin = f"{path}#{title}"
-    for line in lines:
-        per_lang[lang] += 1
-        yield Mono(lang, line, NAME, origin)
-        if opts.max_records and per_lang[lang] >= opts.max_records:
-            return
+        return None
+    return title, text

@@ -1,0 +1,167 @@
+"""`--source wikipedia` converts wikitext in the worker processes (RawPage records): same shards as the
+in-reader conversion and as before the change, whatever the workers; problems, resume and --max-records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO, run_cli
+from sources_helpers import SRC_FIXTURES, read_all
+from xlp_cli.prepare import process
+from xlp_cli.prepare.records import RawPage, RecordProblem
+from xlp_cli.prepare.sources.wikipedia import page_lines
+
+DUMPS = ("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2", "enwiki-table-markup.xml.bz2",
+         "bgwiki-latest-pages-articles-shortened.xml.bz2")
+# The shards of `xlp prepare --source wikipedia DUMPS` (default config) as written by the implementation that
+# converted wikitext in the reader (main process), before the conversion moved into the workers. They change
+# only if the text pipeline or the converter changes on purpose; then regenerate them from a run at that commit.
+BEFORE = {
+    "test/bg/part-00000.parquet": "35abb9c21fa6fe8e1fd4db9db15164de4b669f02295600f66dccba26607600ec",
+    "test/en/part-00000.parquet": "424192c745edfbe73ead705739ee5c80bc3e3da4e21d5a1d70fef63a9f972061",
+    "train/bg/part-00000.parquet": "d107c29042fc5f152bc03d06790b0a5247e6fa04a0e4d58922bea08fefe311b7",
+    "train/en/part-00000.parquet": "52da05ee996283a7cd2c518f71d617feba390a36c5e8f22c79cf11acd29e3baf",
+    "valid/bg/part-00000.parquet": "cb0f3935cd2058f3bcb30a6e007a80e88b6f242a81adc494738f02fe76677443",
+    "valid/en/part-00000.parquet": "15d8d63466ff62ac789ddce5bb85d786b98d2240f887cfc432168d6c39e5db2f",
+}
+PIPE = {"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "safe"}
+
+
+def _hashes(out: Path) -> dict[str, str]:
+    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.glob("*/*/part-*.parquet"))}
+
+
+def _manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+
+
+def _dumps(shared: Path) -> list[Path]:
+    paths = [shared / "wikipedia_dumps" / name for name in DUMPS]
+    for p in paths:
+        if not p.is_file():
+            pytest.skip(f"wikipedia dump not found at {p}")
+    return paths
+
+
+# ------------------------------------------------------------------ unit: pages in the worker
+def extract_or_fail(text: str, context) -> list[str]:
+    """A RawPage extractor for these tests: paragraphs are lines; a page saying FAIL is a record problem."""
+    if "FAIL" in text:
+        raise RecordProblem("wikitext could not be parsed (test)")
+    return [line for line in text.split("\n") if line]
+
+
+def _page(text: str, title: str) -> tuple:
+    return ("w", "en", text, "wikipedia", "dump.xml", f"#{title}", extract_or_fail, None)
+
+
+def test_pages_expand_in_order_between_other_records():
+    tasks, paragraphs, problems = process.expand_pages(
+        [("m", "en", "first", "text"), _page("a\nb", "A"), _page("FAIL", "B"), _page("c", "C")])
+    assert tasks == [("m", "en", "first", "text"), ("m", "en", "a", "wikipedia"), ("m", "en", "b", "wikipedia"),
+                     ("m", "en", "c", "wikipedia")]
+    assert paragraphs == 3
+    assert problems == [["wikitext could not be parsed (test)", "dump.xml", "#B"]]
+
+
+def test_a_problem_page_writes_no_chunk_with_raise_and_is_counted_with_skip(tmp_path):
+    chunk = [_page("Hello world.\nSecond line here.", "A"), _page("FAIL", "B")]
+    process.init_worker(PIPE, 1, 0, "raise")
+    meta = process.process_to_file(chunk, str(tmp_path / "c0.parquet"), 0, 2)
+    assert not (tmp_path / "c0.parquet").exists() and meta["written"] is False
+    assert meta["problems"] == [["wikitext could not be parsed (test)", "dump.xml", "#B"]]
+
+    process.init_worker(PIPE, 1, 0, "skip")
+    meta = process.process_to_file(chunk, str(tmp_path / "c1.parquet"), 0, 2)
+    assert meta["records"] == 2 and meta["end"] == 2 and meta["problems"] and meta == process.chunk_meta(tmp_path / "c1.parquet")
+    assert pq.read_table(tmp_path / "c1.parquet").column("text1").to_pylist() == ["hello world .", "second line here ."]
+
+
+def test_reader_yields_raw_pages_only_when_deferred():
+    tiny = SRC_FIXTURES / "wiki_tiny.xml"
+    monos, _ = read_all("wikipedia", [tiny])
+    pages, _ = read_all("wikipedia", [tiny], defer_pages=True)
+    assert pages and all(isinstance(p, RawPage) and p.extract is page_lines for p in pages)
+    assert [m for p in pages for m in p.monos()] == monos  # same records, same order, same origins
+    capped, _ = read_all("wikipedia", [tiny], defer_pages=True, max_records=3)  # exact cap: counted in the reader
+    assert [m.text for m in capped] == [m.text for m in monos[:3]]
+
+
+# ------------------------------------------------------------------ integration: the real dumps
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_dumps_same_shards_for_any_workers_and_as_before(shared_data, tmp_path):
+    dumps = _dumps(shared_data)
+    runs = {
+        "w1": ["--workers", "1", "--chunk-size", "300"],
+        "w2": ["--workers", "2"],
+        "in-reader": ["--workers", "2", "--max-records", str(10**9)],  # --max-records converts in the reader
+    }
+    for name, extra in runs.items():
+        r = run_cli("prepare", "--source", "wikipedia", *dumps, "--out", tmp_path / name, *extra)
+        assert r.exit_code == 0, r.stderr
+    hashes = {name: _hashes(tmp_path / name) for name in runs}
+    assert hashes["w1"] == BEFORE
+    assert hashes["w2"] == BEFORE
+    assert hashes["in-reader"] == BEFORE
+    m1, m2, m3 = (_manifest(tmp_path / name) for name in runs)
+    for key in ("counts", "dropped", "records", "skipped", "warnings"):
+        assert m1[key] == m2[key] == m3[key], key
+    assert m1["records"]["read"] == 9621
+
+
+@pytest.mark.integration
+def test_max_records_stops_after_n_paragraphs(shared_data, tmp_path):
+    dumps = _dumps(shared_data)[:1]
+    r = run_cli("prepare", "--source", "wikipedia", *dumps, "--out", tmp_path / "cap", "--workers", "2",
+                "--max-records", "150", "--json")
+    assert r.exit_code == 0, r.stderr
+    m = _manifest(tmp_path / "cap")
+    assert m["records"]["read"] == 150 and 0 < m["records"]["kept"] <= 150
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_killed_wikipedia_run_resumes_to_the_same_output(shared_data, tmp_path):
+    dumps = _dumps(shared_data)[:1]
+    args = ["prepare", "--source", "wikipedia", *map(str, dumps), "--chunk-size", "100"]
+    ref = tmp_path / "ref"
+    r = run_cli(*args, "--out", ref, "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+
+    out = tmp_path / "killed"
+    env = {**os.environ, "XLP_QUIET": "1"}
+    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--workers", "2", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 180
+        while len(list((out / ".work").glob("chunk-*.parquet"))) < 8:
+            assert proc.poll() is None, "the run finished before it could be killed"
+            assert time.time() < deadline
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (out / "manifest.json").exists()
+    ends = [process.chunk_meta(p)["end"] for p in sorted((out / ".work").glob("chunk-*.parquet"))]
+    assert ends == sorted(ends) and len(set(b - a for a, b in zip([0] + ends, ends))) > 1  # pages: uneven chunks
+
+    r = run_cli(*args, "--out", out, "--workers", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "resumed and finished"
+    assert _hashes(out) == _hashes(ref)
+    m, mref = _manifest(out), _manifest(ref)
+    for key in ("counts", "dropped", "records", "skipped", "warnings", "config_hash"):
+        assert m[key] == mref[key], key
