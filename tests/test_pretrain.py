@@ -121,6 +121,29 @@ def test_bad_input_is_one_line(cli, inputs, tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux RLIMIT_AS to make memory run out")
+def test_out_of_memory_batch_suggests_what_fits(inputs, tmp_path) -> None:
+    import resource
+
+    ids, _ = inputs
+
+    def limit() -> None:  # a real allocation failure: 3 GiB of address space for the whole process
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 1024 ** 3, 3 * 1024 ** 3))
+
+    cmd = [sys.executable, "-m", "xlp_cli.cli", "pretrain", "--data", str(ids), "--out", str(tmp_path / "oom"),
+           "--preset", "tiny", "--d-model", "256", "--n-heads", "4", "--bptt", "256", "--batch-size", "2048",
+           "--accumulate", "1", "--max-steps", "2", "--num-threads", "1"]
+    p = subprocess.run(cmd, cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, preexec_fn=limit,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr[-1000:]
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1 and "--batch-size 2048 does not fit in CPU memory" in err, err
+    fits = int(err.split("--batch-size ")[2].split()[0])
+    assert 1 <= fits < 2048 and f"--accumulate {2048 // fits}" in err
+    assert not (tmp_path / "oom" / "checkpoints").exists()  # nothing half-written
+
+
+@pytest.mark.slow
 def test_two_process_gloo_run(inputs, tmp_path) -> None:
     ids, _ = inputs
     run = tmp_path / "ddp"

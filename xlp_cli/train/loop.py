@@ -292,11 +292,15 @@ class Trainer:
                     try:
                         rec = self.train_step(self.step)
                     except Exception as e:
-                        if is_oom(e):
-                            raise WorkFailed(f"out of memory at step {self.step + 1} with --batch-size {cfg.batch_size}; "
-                                             f"try --batch-size {max(1, cfg.batch_size // 2)} --accumulate "
-                                             f"{cfg.accumulate * 2}") from None
-                        raise
+                        if not is_oom(e):
+                            raise
+                        self.optimizer.zero_grad(set_to_none=True)
+                        if self.step == start:  # the first step of this run: find what fits, before any update
+                            raise batch_too_large(cfg, largest_fitting_batch(self, cfg.bptt), self.device.type.upper()
+                                                  if self.device.type == "cuda" else "CPU") from None
+                        raise WorkFailed(f"out of memory at step {self.step + 1} with --batch-size {cfg.batch_size}; "
+                                         f"try --batch-size {max(1, cfg.batch_size // 2)} --accumulate "
+                                         f"{cfg.accumulate * 2} (rerun to resume)") from None
                     recent.append(rec["loss"])
                     recent = recent[-50:]
                     elapsed = time.time() - t0
@@ -362,34 +366,46 @@ def _fmt_time(s: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _fits(trainer: Trainer, b: int, bptt: int) -> bool:
+    """One forward/backward of `b` full windows; False on out-of-memory. Leaves no gradients behind."""
+    try:
+        ids = torch.randint(14, trainer.vocab_size, (b, bptt), device=trainer.device)
+        langs = torch.zeros_like(ids)
+        pred = torch.rand(ids.shape, device=trainer.device) < trainer.cfg.word_pred
+        with trainer._autocast():
+            loss = F.cross_entropy(trainer.net(ids, langs, None, None, pred).float(), ids[pred])
+        loss.backward()
+        return True
+    except Exception as e:
+        if not is_oom(e):
+            raise
+        return False
+    finally:
+        trainer.optimizer.zero_grad(set_to_none=True)
+        if trainer.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def largest_fitting_batch(trainer: Trainer, bptt: int) -> int:
+    """The largest batch size (halving from --batch-size) whose forward/backward fits in memory; 0 if none."""
+    b = trainer.cfg.batch_size
+    while b >= 1 and not _fits(trainer, b, bptt):
+        b //= 2
+    return b
+
+
+def batch_too_large(cfg: Any, fitting: int, where: str) -> BadInput:
+    if fitting < 1:
+        return BadInput(f"even --batch-size 1 does not fit in {where} memory; use a smaller --preset or --bptt")
+    acc = cfg.accumulate * math.ceil(cfg.batch_size / fitting)
+    return BadInput(f"--batch-size {cfg.batch_size} does not fit in {where} memory; --batch-size {fitting} does: "
+                    f"try --batch-size {fitting} --accumulate {acc} (the same effective batch)")
+
+
 def probe_batch_size(trainer: Trainer, bptt: int) -> None:
-    """GPU only: one forward/backward at full size before training; on OOM, say what fits."""
+    """GPU: one forward/backward at full size before training; on OOM, a BadInput saying what fits."""
     if trainer.device.type != "cuda":
-        return
-    cfg = trainer.cfg
-    b = cfg.batch_size
-    while b >= 1:
-        try:
-            ids = torch.randint(14, trainer.vocab_size, (b, bptt), device=trainer.device)
-            langs = torch.zeros_like(ids)
-            pred = torch.rand(ids.shape, device=trainer.device) < cfg.word_pred
-            with trainer._autocast():
-                loss = F.cross_entropy(trainer.net(ids, langs, None, None, pred).float(), ids[pred])
-            loss.backward()
-            trainer.optimizer.zero_grad(set_to_none=True)
-            del loss
-            torch.cuda.empty_cache()
-            break
-        except Exception as e:
-            if not is_oom(e):
-                raise
-            trainer.optimizer.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
-            b //= 2
-    if b == cfg.batch_size:
-        return
-    if b < 1:
-        raise BadInput("even --batch-size 1 does not fit in GPU memory; use a smaller --preset or --bptt")
-    acc = cfg.accumulate * math.ceil(cfg.batch_size / b)
-    raise BadInput(f"--batch-size {cfg.batch_size} does not fit in GPU memory; --batch-size {b} does: "
-                   f"try --batch-size {b} --accumulate {acc} (same effective batch)")
+        return  # CPU: the first step is the probe (see Trainer.fit)
+    b = largest_fitting_batch(trainer, bptt)
+    if b != trainer.cfg.batch_size:
+        raise batch_too_large(trainer.cfg, b, "GPU")
