@@ -45,7 +45,7 @@ ORDER = list(STAGES)
 RECIPE_KEYS = ("out", "title")
 # keys whose change does not change a stage's result (ignored when deciding whether a stage is done)
 VOLATILE = {"force", "resume", "threads", "num-threads", "device", "workers", "log-every", "eval-batch-size",
-            "compile", "batch-rows"}
+            "compile", "batch-rows", "save-every"}
 PATH_KEYS = {"out", "data"}
 
 

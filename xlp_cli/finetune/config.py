@@ -41,6 +41,7 @@ class FinetuneConfig:
     device: str = opt("auto", "Device: auto (cuda when available), cpu or cuda.", choices=("auto", "cpu", "cuda"))
     threads: int = opt(0, "CPU threads for torch (0: torch's default).")
     log_every: int = opt(50, "Log the training loss every N steps (metrics.jsonl).")
+    save_every: int = opt(1000, "Also write checkpoints/last every N steps within an epoch (0: only at epoch ends).")
     force: bool = opt(False, "Overwrite an output folder written with a different config.")
 
     # ------------------------------------------------------------------ xnli

@@ -35,7 +35,7 @@ from xlp_cli.models.checkpoint import load_pretrained
 
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 # keys that do not change the result: left out of the config hash so a rerun with them changed resumes
-VOLATILE_KEYS = ("force", "threads", "device", "log-every", "eval-batch-size")
+VOLATILE_KEYS = ("force", "threads", "device", "log-every", "eval-batch-size", "save-every")
 
 
 def hashed_config(cfg: FinetuneConfig) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
         _truncate_metrics(run_dir / "metrics.jsonl", step)
     metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
 
-    def evaluate_now() -> None:
+    def evaluate_now() -> float:
         nonlocal best
         dev = {lang: accuracy(model, enc, select_langs[lang], device, cfg.eval_batch_size) for lang, enc in select.items()}
         score = float(np.nanmean(list(dev.values())))
@@ -200,14 +200,17 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
             best = {"score": score, "step": step, "dev": dev}
             save_checkpoint(run_dir / "checkpoints" / "best", model, None, {"step": step, "best": best})
         model.train()
+        return score
 
     model.train()
     t0, losses = time.time(), []
+    perm_epoch, perm = -1, np.zeros(0, np.int64)
     try:
         while step < total:
             epoch, pos = divmod(step, steps_per_epoch)
-            g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-            perm = torch.randperm(n, generator=g).numpy()[:per_epoch]
+            if epoch != perm_epoch:  # each epoch's order depends only on (seed, epoch): resumable anywhere
+                g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+                perm, perm_epoch = torch.randperm(n, generator=g).numpy()[:per_epoch], epoch
             rows = perm[pos * bs: (pos + 1) * bs]
             ids, mask = xd.collate([seqs[r] for r in rows])
             langs = train_langs.batch(rows, ids.shape[1])
@@ -231,10 +234,12 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
                 metrics.flush()
                 losses = []
             if step % steps_per_epoch == 0 or step == total:
-                evaluate_now()
+                score = evaluate_now()
                 save_checkpoint(last, model, opt, {"step": step, "best": best})
-                ui.info(f"  {run_dir.parent.name}/{run_dir.name} step {step}/{total}: "
-                        f"selection accuracy {best['dev'] and list(best['dev'].values())} best {best['score']:.1f}")
+                ui.info(f"  {run_dir.parent.name}/{run_dir.name} step {step}/{total}: selection accuracy "
+                        f"{score:.1f} (best {best['score']:.1f} at step {best['step']})")
+            elif cfg.save_every and step % cfg.save_every == 0:
+                save_checkpoint(last, model, opt, {"step": step, "best": best})
     finally:
         metrics.close()
     info = {"lr": lr, "batch_size": bs, "seed": seed, "best_score": best["score"], "best_step": best["step"],
