@@ -132,7 +132,7 @@ def main() -> None:
             for w in runs:
                 runs[w].append(xlp(dumps, tmp / f"w{w}-{i}", w, args.xlp_root))
         ref_wall, ref_cpu, ref_lines, ref_load = min(refs)
-        print(f"reference strip_code + sacremoses loop: {ref_wall:7.2f} s  {ref_lines / ref_wall:7.0f} lines/s"
+        print(f"reference strip_code + sacremoses loop: {ref_wall:7.2f} s  {ref_lines} lines, {ref_lines / ref_wall:7.0f} lines/s"
               f"  cpu {ref_cpu:.2f} s  (load {ref_load:.1f})")
         best = {}
         for w, rs in runs.items():

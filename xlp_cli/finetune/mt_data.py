@@ -159,7 +159,6 @@ def collate(seqs: list[np.ndarray]) -> torch.Tensor:
 
 def token_batches(pairs: Pairs, max_tokens: int, order: np.ndarray | None = None) -> list[np.ndarray]:
     """Index batches with n * (longest side + 1) <= max_tokens (padding included), sentences sorted by length."""
-    n = len(pairs)
     lens = np.array([max(len(a), len(b)) + 1 for a, b in zip(pairs.src, pairs.tgt)], dtype=np.int64)
     idx = np.argsort(lens, kind="stable") if order is None else order
     batches, cur, longest = [], [], 0
@@ -172,7 +171,6 @@ def token_batches(pairs: Pairs, max_tokens: int, order: np.ndarray | None = None
         longest = max(longest, L)
     if cur:
         batches.append(np.array(cur))
-    del n
     return batches
 
 

@@ -240,12 +240,10 @@ def decode_pairs(model: Seq2Seq, pairs: Pairs, src_lang: int, tgt_lang: int, dev
     order = np.argsort(lens, kind="stable")
     i = 0
     while i < len(order):
-        longest = int(lens[order[min(len(order) - 1, i)]]) + 1
-        n = 1
+        n = 1  # sources sorted by length: the last one of a batch is its longest
         while i + n < len(order) and (int(lens[order[i + n]]) + 1) * (n + 1) * max(beam, 1) <= max_tokens:
             n += 1
         rows = order[i:i + n]
-        del longest
         src = targets(collate([pairs.src[j] for j in rows])).to(device)
         sl = torch.full((len(rows),), src_lang, device=device)
         tl = torch.full((len(rows),), tgt_lang, device=device)

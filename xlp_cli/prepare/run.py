@@ -171,7 +171,9 @@ def _forget_config_if_nothing_done(out: Path) -> None:
     marker = out / ".xlp-config.json"
     if not marker.is_file() or (out / artifacts.MANIFEST).exists():
         return
-    if any((out / _WORK).glob("chunk-*.parquet")) or any(out.glob("*/*/part-*.parquet")):
+    # chunk files after a gap are not kept work (a worker may finish a later chunk before the chunk whose
+    # error stopped the run); a rerun removes them
+    if _chunk_path(out / _WORK, 0).is_file() or any(out.glob("*/*/part-*.parquet")):
         return
     marker.unlink()
 
