@@ -208,3 +208,69 @@ def test_interrupted_run_resumes_to_the_same_weights(slice200, tmp_path):
     steps = [json.loads(l)["step"] for l in (tmp_path / "resumed" / "seed-1" / "metrics.jsonl").read_text().splitlines()
              if json.loads(l)["event"] == "valid"]
     assert steps == [2, 4]
+
+
+# ----------------------------------------------------------------------------------------------- DDP
+def test_ddp_shares_are_disjoint_and_follow_the_single_process_order(slice200):
+    from xlp_cli.finetune.mt_data import MixedBatcher, read_pairs, serve
+
+    train = read_pairs(slice200, "train")
+    data = {d: serve(train, d) for d in ("de-en", "en-de")}  # two directions: the mixing draw matters too
+    single = MixedBatcher(data, 300, 1.0, seed=3)
+    k = 2 * single.steps_per_epoch(2) + 3  # over more than one pass of every direction
+    order = [single.next() for _ in range(2 * k)]
+    ranks = [MixedBatcher(data, 300, 1.0, seed=3) for _ in range(2)]
+    for i in range(k):
+        got = [b.next(r, 2) for r, b in enumerate(ranks)]
+        for r in range(2):
+            want = order[2 * i + r]
+            assert got[r][0] == want[0] and torch.equal(got[r][1], want[1]) and torch.equal(got[r][2], want[2]), (i, r)
+        assert ranks[0].last_tokens == ranks[1].last_tokens == sum(
+            int(y.ne(2).sum()) + y.size(0) for _, _, y in order[2 * i: 2 * i + 2])
+    assert ranks[0].state == ranks[1].state == single.state  # either process's checkpoint resumes every process
+    assert len({tuple(x.flatten().tolist()) for _, x, _ in order[:2]}) == 2  # the two shares of a step differ
+
+
+@pytest.mark.slow
+def test_two_process_gloo_run_then_single_process_resume(slice200, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from xlp_cli.finetune.mt_data import MixedBatcher, read_pairs, serve
+    from xlp_cli.finetune.translation import load_translation_model
+
+    repo = Path(__file__).resolve().parent.parent
+    run = tmp_path / "ddp"
+    common = ["--task", "translation", "--data", str(slice200), "--preset", "tiny", "--lang-encoding", "xlp",
+              "--max-tokens", "600", "--valid-every", "2", "--log-every", "1", "--max-eval-sentences", "4", "--beam", "1",
+              "--warmup", "2", "--lr", "1e-3", "--threads", "1", "--out", str(run)]
+    env = {**os.environ, "XLP_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "xlp_cli.cli", "finetune", *common, "--max-steps", "4", "--json"]
+    p = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    summaries = [json.loads(x) for x in p.stdout.replace("}\n{", "}\x00{").split("\x00") if x.strip()]
+    assert sorted(s["rank"] for s in summaries) == [0, 1] and {s["world_size"] for s in summaries} == {2}
+    assert {s["amp"] for s in summaries} == {"none"}  # CPU: fp32
+    rows = [json.loads(x) for x in (run / "seed-1" / "metrics.jsonl").read_text().splitlines()]  # rank 0 only
+    train = [r for r in rows if r["event"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3, 4] and [r["step"] for r in rows if r["event"] == "valid"] == [2, 4]
+    # a step trains the next two batches of the single-process order, one per process
+    ref = MixedBatcher({"de-en": serve(read_pairs(slice200, "train"), "de-en")}, 600, 1.0, seed=1)
+    first_two = [ref.next() for _ in range(2)]
+    assert train[0]["tokens"] == sum(int(y.ne(2).sum()) + y.size(0) for _, _, y in first_two)
+    meta = json.loads((run / "seed-1" / "checkpoints" / "last" / "meta.json").read_text())
+    assert meta["step"] == 4 and meta["world_size"] == 2 and meta["batcher"]["draws"] == 8
+    model = load_translation_model(run / "seed-1", "last")  # a plain single-process checkpoint
+    assert model.n_params() > 0
+    assert json.loads((run / "seed-1" / "results.json").read_text())["steps"] == 4
+    assert json.loads((run / "manifest.json").read_text())["task"] == "translation"
+    # the same run continues in one process from the 2-process checkpoint
+    r = run_cli("finetune", *common, "--max-steps", "6")
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in (run / "seed-1" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["event"] == "valid"] == [2, 4, 6]
+    assert [r["world_size"] for r in rows if r["event"] == "train"] == [2, 2, 2, 2, 1, 1]
+    meta = json.loads((run / "seed-1" / "checkpoints" / "last" / "meta.json").read_text())
+    assert meta["step"] == 6 and meta["batcher"]["draws"] == 10

@@ -94,6 +94,8 @@ class FinetuneConfig:
     length_penalty: float = opt(1.2, "translation: beam length penalty alpha, score = logprob / length^alpha.")
     max_eval_sentences: int = opt(0, "translation: decode at most this many sentences per direction and split (0: all).")
     max_train_pairs: int = opt(0, "translation: use at most this many training pairs per pair folder (0: all).")
+    amp: str = opt("auto", "translation: mixed precision on GPU (auto: bf16 if supported, else fp16 with loss scaling; "
+                           "CPU: always fp32), as `xlp pretrain --amp`.", choices=("auto", "bf16", "fp16", "none"))
 
     def validate(self) -> None:
         if any(s < 0 for s in self.seeds) or not self.seeds:

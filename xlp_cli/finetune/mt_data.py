@@ -3,7 +3,7 @@
     corpus = read_pairs(IDS, "train", langs={"de", "en"})     # {"de-en": Pairs, ...} per pair folder
     dirs = directions_for(corpus, mix="many-to-one", target="en")
     batcher = MixedBatcher({d: corpus[d].direction(d) for d in dirs}, max_tokens=4096, temperature=1.0, seed=1)
-    for step in ...: direction, batch = batcher.next()
+    for step in ...: direction, x, y = batcher.next()       # DDP: batcher.next(rank, world)
 
 A pair folder `<l1>-<l2>` (columns id, lang1, lang2, ids1, ids2; see docs/architecture.md) serves both
 directions l1->l2 and l2->l1. Sentences are stored without `</s>`; `collate` right-pads and the model
@@ -13,6 +13,8 @@ Temperature sampling (many-to-one / many-to-many mixing): direction d is drawn w
 p_d ~ (n_d / N) ** (1 / T), n_d its number of sentence pairs. T = 1 samples in proportion to size (the
 paper's plain concatenation); larger T flattens towards uniform. Each direction's batches are reshuffled
 on every pass (a pure function of seed, direction and pass, so a resumed run continues the same order).
+Under DDP every process runs the same batcher and a step consumes `world` batches of that order, process r
+training the r-th (`MixedBatcher.next(rank, world)`).
 """
 
 from __future__ import annotations
@@ -191,14 +193,17 @@ class MixedBatcher:
         w = (sizes / sizes.sum()) ** (1.0 / max(temperature, 1e-6))
         self.probs = w / w.sum()
         self.state = {"draws": 0, "pos": {d: [0, 0] for d in self.names}}  # pos[d] = [pass, index]
+        self.last_tokens = 0
 
-    def steps_per_epoch(self) -> int:
-        return sum(len(b) for b in self.batches.values())
+    def steps_per_epoch(self, world: int = 1) -> int:
+        """Steps for one pass over every direction's batches when each step trains `world` batches."""
+        return -(-sum(len(b) for b in self.batches.values()) // max(world, 1))
 
     def _order(self, d: str, epoch: int) -> np.ndarray:
         return np.random.default_rng(_stable_seed(self.seed, d, epoch)).permutation(len(self.batches[d]))
 
-    def next(self) -> tuple[str, torch.Tensor, torch.Tensor]:
+    def _draw(self) -> tuple[str, np.ndarray]:
+        """The next (direction, sentence indices) of the global order; advances the state."""
         rng = np.random.default_rng(_stable_seed(self.seed, "mix", self.state["draws"]))
         d = self.names[int(rng.choice(len(self.names), p=self.probs))] if len(self.names) > 1 else self.names[0]
         self.state["draws"] += 1
@@ -209,5 +214,24 @@ class MixedBatcher:
         if i >= len(order):
             epoch, i = epoch + 1, 0
         self.state["pos"][d] = [epoch, i]
+        return d, b
+
+    def next(self, rank: int = 0, world: int = 1) -> tuple[str, torch.Tensor, torch.Tensor]:
+        """The batch process `rank` of `world` trains this step.
+
+        A step takes the next `world` batches of the global order (a function of the seed only) and process r
+        trains the r-th: the processes' shares are disjoint, every process keeps the same state (so any
+        process's checkpoint resumes all of them), and `world = 1` is the single-process order.
+        `last_tokens` is then the step's target tokens (`</s>` included) over all `world` batches.
+        """
+        picked: tuple[str, np.ndarray] | None = None
+        self.last_tokens = 0
+        for r in range(max(world, 1)):
+            d, b = self._draw()
+            self.last_tokens += sum(len(self.data[d].tgt[j]) + 1 for j in b)
+            if r == rank:
+                picked = (d, b)
+        assert picked is not None, (rank, world)
+        d, b = picked
         p = self.data[d]
         return d, collate([p.src[j] for j in b]), collate([p.tgt[j] for j in b])

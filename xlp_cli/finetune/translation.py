@@ -17,10 +17,17 @@ Output (one sub-folder per seed; `xlp translate --model FT` picks the first seed
     FT/seed-<S>/results.json           this seed's BLEU and training summary
 A rerun with the same config resumes every seed from its `last` checkpoint (same batches, same dropout
 masks: both are functions of seed and step) and skips finished seeds.
+
+DDP: `torchrun --nproc_per_node N -m xlp_cli.cli finetune --task translation ...` (gloo on CPU, NCCL on GPUs,
+through `xlp_cli.train.loop.init_distributed`, as `xlp pretrain`). A step trains N token batches, the next N
+of the single global batch order, process r the r-th; gradients are averaged; only rank 0 validates, writes
+checkpoints (the plain model's weights: loadable in one process), metrics, predictions and the manifest.
+AMP (`--amp`): autocast to bf16 (or fp16 with a GradScaler, whose state is checkpointed) on GPUs; fp32 on CPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -41,6 +48,8 @@ from xlp_cli.finetune.mt_data import (MixedBatcher, Pairs, collate, read_pairs, 
 from xlp_cli.models.interlingua import LOSS_TERMS, interlingua_losses
 from xlp_cli.models.search import beam_search, greedy
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, build_model, label_smoothed_nll, targets
+from xlp_cli.train.loop import (Dist, amp_dtype, autocast, barrier, fmt_time, init_distributed, lr_at, step_seed,
+                                ui_text, wrap_ddp)
 
 DEFAULT_LR = 5e-4
 # keys that may change between a run and its resumption
@@ -138,14 +147,19 @@ class References:
 
 
 # ----------------------------------------------------------------------------------------------- checkpoints
-def save_checkpoint(folder: Path, model: Seq2Seq, optimizer: torch.optim.Optimizer | None, meta: dict[str, Any]) -> None:
-    """Weights (safetensors; the shared embedding stored once), optimizer state, then meta.json last."""
+def save_checkpoint(folder: Path, model: Seq2Seq, optimizer: torch.optim.Optimizer | None, meta: dict[str, Any],
+                    scaler: torch.amp.GradScaler | None = None) -> None:
+    """Weights (safetensors; the shared embedding stored once), optimizer (and fp16 loss-scaler) state, then
+    meta.json last. `model` is the plain model, never its DDP wrapper: the checkpoint loads in one process."""
     folder.mkdir(parents=True, exist_ok=True)
     with artifacts.atomic_path(folder / "model.safetensors") as tmp:
         st_save_model(model, str(tmp))
     if optimizer is not None:
+        state = {"optimizer": optimizer.state_dict()}
+        if scaler is not None and scaler.is_enabled():
+            state["scaler"] = scaler.state_dict()
         with artifacts.atomic_path(folder / "state.pt") as tmp:
-            torch.save({"optimizer": optimizer.state_dict()}, tmp)
+            torch.save(state, tmp)
     artifacts.write_json_atomic(folder / "model.json", model.cfg.to_json())
     artifacts.write_json_atomic(folder / "meta.json", meta)
 
@@ -189,13 +203,6 @@ def load_translation_model(run: Path, which: str = "best", device: str | torch.d
 
 
 # ----------------------------------------------------------------------------------------------- steps
-def lr_at(step: int, peak: float, warmup: int) -> float:
-    """fairseq's inverse_sqrt: linear warm-up to `peak` over `warmup` updates, then peak * sqrt(warmup / step)."""
-    if warmup > 0 and step < warmup:
-        return peak * step / warmup
-    return peak * math.sqrt(max(warmup, 1) / max(step, 1))
-
-
 def batch_loss(model: Seq2Seq, arch: str, x: torch.Tensor, x_lang: torch.Tensor, y: torch.Tensor, y_lang: torch.Tensor,
                epsilon: float, intl_losses: list[str]) -> tuple[torch.Tensor, dict[str, float]]:
     """Training loss of a batch of pairs x -> y (ids without `</s>`), and numbers to log."""
@@ -211,9 +218,28 @@ def batch_loss(model: Seq2Seq, arch: str, x: torch.Tensor, x_lang: torch.Tensor,
     return loss / max(n, 1), {"nll": float(nll.detach()) / max(n, 1), "tokens": n}
 
 
+class TrainingLoss(torch.nn.Module):
+    """The model and its training loss as one forward: what DistributedDataParallel wraps, because the
+    interlingua losses call the model's encode/decode (never its forward), which DDP would not see."""
+
+    def __init__(self, model: Seq2Seq, arch: str, epsilon: float, intl_losses: list[str]):
+        super().__init__()
+        self.model, self.arch, self.epsilon, self.intl_losses = model, arch, epsilon, list(intl_losses)
+
+    def forward(self, x: torch.Tensor, x_lang: torch.Tensor, y: torch.Tensor, y_lang: torch.Tensor
+                ) -> tuple[torch.Tensor, dict[str, float]]:
+        return batch_loss(self.model, self.arch, x, x_lang, y, y_lang, self.epsilon, self.intl_losses)
+
+
+def dropout_seed(seed: int, step: int, rank: int) -> int:
+    """Dropout masks of step `step` on process `rank`: rank 0 keeps the single-process seeds."""
+    return seed * 1_000_003 + step if rank == 0 else step_seed(seed, step, rank, 7)
+
+
 @torch.no_grad()
-def valid_nll(model: Seq2Seq, data: dict[str, Pairs], langs: list[str], max_tokens: int, device: torch.device) -> dict[str, float]:
-    """Per-token NLL of each direction's references (teacher forcing)."""
+def valid_nll(model: Seq2Seq, data: dict[str, Pairs], langs: list[str], max_tokens: int, device: torch.device,
+              amp: torch.dtype | None = None) -> dict[str, float]:
+    """Per-token NLL of each direction's references (teacher forcing; autocast to `amp` on GPUs)."""
     model.eval()
     out = {}
     for d, pairs in data.items():
@@ -224,7 +250,9 @@ def valid_nll(model: Seq2Seq, data: dict[str, Pairs], langs: list[str], max_toke
             y = collate([pairs.tgt[i] for i in b]).to(device)
             sl = torch.full((len(b),), langs.index(s), device=device)
             tl = torch.full((len(b),), langs.index(t), device=device)
-            _, nll, k = label_smoothed_nll(model(targets(x), sl, y, tl), targets(y), 0.0)
+            with autocast(amp):
+                logits = model(targets(x), sl, y, tl)
+            _, nll, k = label_smoothed_nll(logits, targets(y), 0.0)
             tot += float(nll)
             n += k
         out[d] = tot / max(n, 1)
@@ -373,93 +401,154 @@ def _device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
-def train_one(job: Job, seed: int, run_dir: Path, device: torch.device) -> dict[str, Any]:
+def _read_results(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError:
+        raise BadInput("corrupt results.json; delete it or rerun with --force", path=path) from None
+
+
+def train_one(job: Job, seed: int, run_dir: Path, device: torch.device, d: Dist | None = None) -> dict[str, Any]:
+    """Train (or resume) one seed, then decode valid/test with its best checkpoint.
+
+    Under DDP (`d.world > 1`) every process runs this; rank 0 alone validates, writes and decodes, and the
+    others wait at a barrier and then read its results.json."""
     cfg = job.cfg
+    d = d or Dist()
     batcher = MixedBatcher(job.train, cfg.max_tokens, cfg.temperature, seed)
-    total = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * batcher.steps_per_epoch()
+    total = cfg.max_steps if cfg.max_steps > 0 else cfg.epochs * batcher.steps_per_epoch(d.world)
     done = run_dir / "results.json"
-    if done.is_file():
-        res = json.loads(done.read_text(encoding="utf-8"))
-        if int(res.get("steps", 0)) >= total:
+    res = _read_results(done)
+    if res is not None and int(res.get("steps", 0)) >= total:
+        if d.main:
             ui.info(f"seed {seed}: finished earlier, skipping ({run_dir})")
-            return res
+        return res
+    barrier(d)  # every process has read results.json before rank 0 removes it
+    if res is not None and d.main:
         done.unlink()  # asked for more steps: continue from `last`
     torch.manual_seed(seed)
     model = job.new_model().to(device)
     lr_peak = cfg.lr[0] if cfg.lr else DEFAULT_LR
     opt = torch.optim.AdamW(model.parameters(), lr=lr_peak, betas=(0.9, 0.98), eps=1e-8, weight_decay=cfg.mt_weight_decay)
-    valid = {d: p.take(cfg.max_eval_sentences) for d in job.directions if (p := serve(job.valid_all, d)) is not None}
-    for d, p in valid.items():
-        fit_lengths(p, job.max_src, job.max_tgt, "truncate", d)
+    amp = amp_dtype(device, cfg.amp)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp == torch.float16)
+    valid = {dr: p.take(cfg.max_eval_sentences) for dr in job.directions if (p := serve(job.valid_all, dr)) is not None}
+    for dr, p in valid.items():
+        fit_lengths(p, job.max_src, job.max_tgt, "truncate", dr)
     step, best = 0, {"valid_nll": math.inf, "step": 0}
     last = run_dir / "checkpoints" / "last"
     meta = read_meta(last)
-    if meta is not None:
+    if meta is not None:  # every process loads the same checkpoint
         load_weights(model, last / "model.safetensors", device)
         if (last / "state.pt").is_file():
-            opt.load_state_dict(torch.load(last / "state.pt", map_location=device, weights_only=True)["optimizer"])
+            state = torch.load(last / "state.pt", map_location=device, weights_only=True)
+            opt.load_state_dict(state["optimizer"])
+            if "scaler" in state and scaler.is_enabled():
+                scaler.load_state_dict(state["scaler"])
         step, best = int(meta["step"]), meta["best"]
         batcher.state = meta["batcher"]
-        ui.info(f"seed {seed}: resuming from step {step}")
-    artifacts.write_json_atomic(run_dir / "model.json", job.model_cfg.to_json())
-    metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        if d.main:
+            ui.info(f"seed {seed}: resuming from step {step}")
+    net: torch.nn.Module = TrainingLoss(model, cfg.arch, cfg.label_smoothing, cfg.intl_losses)
+    if d.world > 1:  # a process may train a direction whose language parameters another does not use
+        net = wrap_ddp(net, device, find_unused_parameters=True)
+    metrics = None
+    if d.main:
+        artifacts.write_json_atomic(run_dir / "model.json", job.model_cfg.to_json())
+        metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
     li = {l: i for i, l in enumerate(job.langs)}
 
     def log(ev: dict[str, Any]) -> None:
-        metrics.write(json.dumps(ev) + "\n")
-        metrics.flush()
+        if metrics is not None:
+            metrics.write(json.dumps(ev) + "\n")
+            metrics.flush()
 
-    def checkpoint() -> None:
+    def checkpoint() -> None:  # rank 0 only
         nonlocal best
-        v = valid_nll(model, valid, job.langs, cfg.max_tokens, device) if valid else {}
+        v = valid_nll(model, valid, job.langs, cfg.max_tokens, device, amp) if valid else {}
         mean = float(np.mean(list(v.values()))) if v else math.nan
         log({"event": "valid", "step": step, "valid_nll": mean, "per_direction": v, "time": time.time()})
         is_best = bool(v) and mean < best["valid_nll"] or not valid
         if is_best:
             best = {"valid_nll": mean if v else math.nan, "step": step}
-        m = {"step": step, "best": best, "batcher": batcher.state, "seed": seed, "total": total}
-        save_checkpoint(last, model, opt, m)
+        m = {"step": step, "best": best, "batcher": batcher.state, "seed": seed, "total": total, "world_size": d.world}
+        save_checkpoint(last, model, opt, m, scaler)
         if is_best:
             save_checkpoint(run_dir / "checkpoints" / "best", model, None, m)
 
     model.train()
-    t0, tokens, run_nll = time.time(), 0, []
-    with ui.progress() as bar:
-        task = bar.add_task(f"seed {seed}", total=total, completed=step)
-        while step < total:
-            step += 1
-            torch.manual_seed(seed * 1_000_003 + step)  # dropout masks: a function of (seed, step)
-            d, x, y = batcher.next()
-            s, t = split_direction(d)
-            x, y = x.to(device), y.to(device)
-            xl = torch.full((x.size(0),), li[s], device=device)
-            yl = torch.full((y.size(0),), li[t], device=device)
-            lr = lr_at(step, lr_peak, cfg.warmup)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            loss, logs = batch_loss(model, cfg.arch, x, xl, y, yl, cfg.label_smoothing, cfg.intl_losses)
-            if not torch.isfinite(loss):
-                raise WorkFailed(f"the loss became {float(loss)} at step {step} (lower --lr or raise --warmup)")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            opt.step()
-            tokens += int(y.ne(2).sum()) + y.size(0)
-            run_nll.append(logs.get("nll", float(loss.detach())))
-            if step % cfg.log_every == 0 or step == total:
-                log({"event": "train", "step": step, "lr": lr, "loss": float(loss.detach()), "direction": d,
-                     "nll": float(np.mean(run_nll)), "tokens_per_s": tokens / max(time.time() - t0, 1e-9),
-                     **{k: v for k, v in logs.items() if k.startswith("loss_")}})
-                run_nll = []
-            if step % cfg.valid_every == 0 or step == total:
-                checkpoint()
-            bar.update(task, completed=step)
-    metrics.close()
-    # final decoding with the best checkpoint
+    t0, tokens, run_nll, start = time.time(), 0, [], step
+    bar = ui.progress(ui_text("{task.fields[info]}")) if d.main else None
+    try:
+        with bar if bar is not None else contextlib.nullcontext():
+            task = bar.add_task(f"seed {seed}", total=total, completed=step, info="") if bar is not None else None
+            while step < total:
+                step += 1
+                torch.manual_seed(dropout_seed(seed, step, d.rank))  # dropout masks: a function of (seed, step, rank)
+                dr, x, y = batcher.next(d.rank, d.world)
+                s, t = split_direction(dr)
+                x, y = x.to(device), y.to(device)
+                xl = torch.full((x.size(0),), li[s], device=device)
+                yl = torch.full((y.size(0),), li[t], device=device)
+                lr = lr_at(step, lr_peak, cfg.warmup)
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                with autocast(amp):
+                    loss, logs = net(x, xl, y, yl)
+                if not torch.isfinite(loss):
+                    raise WorkFailed(f"the loss became {float(loss)} at step {step} (lower --lr, raise --warmup"
+                                     + (", or use --amp bf16/none)" if amp == torch.float16 else ")"))
+                opt.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()  # DDP averages the gradients here
+                scaler.unscale_(opt)
+                if cfg.clip_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+                scaler.step(opt)
+                scaler.update()
+                tokens += batcher.last_tokens  # every process's batch of this step
+                run_nll.append(logs.get("nll", float(loss.detach())))
+                if bar is not None:
+                    elapsed = time.time() - t0
+                    eta = (total - step) * elapsed / max(step - start, 1)
+                    bar.update(task, completed=step, info=f"loss {float(np.mean(run_nll)):.3f} lr {lr:.2e} "
+                                                          f"{tokens / max(elapsed, 1e-9):,.0f} tok/s ETA {fmt_time(eta)}")
+                if step % cfg.log_every == 0 or step == total:
+                    log({"event": "train", "step": step, "lr": lr, "loss": float(loss.detach()), "direction": dr,
+                         "nll": float(np.mean(run_nll)), "tokens": batcher.last_tokens,
+                         "tokens_per_s": tokens / max(time.time() - t0, 1e-9), "world_size": d.world,
+                         **{k: v for k, v in logs.items() if k.startswith("loss_")}})
+                    run_nll = []
+                if step % cfg.valid_every == 0 or step == total:
+                    if d.main:
+                        checkpoint()
+                    barrier(d)
+    finally:
+        if metrics is not None:
+            metrics.close()
+    if not d.main:
+        barrier(d)  # rank 0 decodes
+        res = _read_results(done)
+        if res is None:
+            raise WorkFailed("rank 0 wrote no results.json", path=done)
+        return res
+    try:
+        return _decode_and_score(job, seed, run_dir, model, device, step, best, lr_peak, checkpoint)
+    finally:
+        barrier(d)
+
+
+def _decode_and_score(job: Job, seed: int, run_dir: Path, model: Seq2Seq, device: torch.device, step: int,
+                      best: dict[str, Any], lr_peak: float, checkpoint: Any) -> dict[str, Any]:
+    """Decode valid and test with the best checkpoint; write predictions and results.json (rank 0)."""
+    cfg = job.cfg
+    li = {l: i for i, l in enumerate(job.langs)}
+    done = run_dir / "results.json"
     best_dir = run_dir / "checkpoints" / "best"
     if not (best_dir / "model.safetensors").is_file():
         checkpoint()
+        best = (read_meta(best_dir) or {"best": best})["best"]
     load_weights(model, best_dir / "model.safetensors", device)
     model.eval()
     results = {"seed": seed, "steps": step, "best_step": best["step"], "best_valid_nll": best["valid_nll"],
@@ -512,22 +601,45 @@ def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------------------------- stage
 def run_translation(cfg: Any) -> dict[str, Any]:
+    d, device = init_distributed(cfg.device)  # torchrun: one process per GPU (NCCL) or CPU share (gloo)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     job = Job(cfg)
     config = cfgmod.to_dict(cfg)
     guard = {k: v for k, v in config.items() if k not in RESUMABLE_KEYS}
-    artifacts.guard_out_dir(cfg.out, "finetune", guard, force=cfg.force)
-    job.codec.save(cfg.out)
-    device = _device(cfg.device)
+    if d.main:
+        artifacts.guard_out_dir(cfg.out, "finetune", guard, force=cfg.force)
+        job.codec.save(cfg.out)
+    barrier(d)
+    amp = amp_dtype(device, cfg.amp)
     n_params = job.new_model().n_params()
-    ui.info(f"translation: {cfg.arch} / {cfg.lang_encoding}, {n_params / 1e6:.2f}M parameters, directions "
-            f"{', '.join(job.directions)}" + (f", zero-shot {', '.join(job.zero_shot)}" if job.zero_shot else ""))
+    if d.main:
+        ui.info(f"translation: {cfg.arch} / {cfg.lang_encoding}, {n_params / 1e6:.2f}M parameters, directions "
+                f"{', '.join(job.directions)}" + (f", zero-shot {', '.join(job.zero_shot)}" if job.zero_shot else "")
+                + f" on {device}" + (f" x {d.world} processes" if d.world > 1 else "")
+                + (f", {str(amp).replace('torch.', '')} autocast" if amp is not None else ""))
     per_seed = {}
     for seed in cfg.seeds:
-        per_seed[str(seed)] = train_one(job, seed, cfg.out / f"seed-{seed}", device)
+        per_seed[str(seed)] = train_one(job, seed, cfg.out / f"seed-{seed}", device, d)
     results = {"task": "translation", "arch": cfg.arch, "lang_encoding": cfg.lang_encoding,
                "directions": job.directions, "zero_shot": job.zero_shot, "seeds": per_seed}
+    if d.main:
+        _write_outputs(cfg, job, config, results, n_params)
+    barrier(d)
+    test = {s: r["bleu"].get("test", {}) for s, r in per_seed.items()}
+    mean = {}
+    for dr in job.eval_dirs:
+        vals = [t[dr]["bleu"] for t in test.values() if dr in t]
+        if vals:
+            mean[dr] = round(float(np.mean(vals)), 2)
+    return {"task": "translation", "out": str(cfg.out), "arch": cfg.arch, "lang_encoding": cfg.lang_encoding,
+            "parameters": n_params, "directions": job.directions, "zero_shot": job.zero_shot,
+            "test_bleu_mean": mean, "seeds": list(per_seed), "device": str(device), "world_size": d.world,
+            "rank": d.rank, "amp": str(amp).replace("torch.", "") if amp is not None else "none"}
+
+
+def _write_outputs(cfg: Any, job: Job, config: dict[str, Any], results: dict[str, Any], n_params: int) -> None:
+    """results.json and the manifest (rank 0)."""
     artifacts.write_json_atomic(cfg.out / "results.json", results)
     manifest = artifacts.new_manifest(
         "finetune", config, task="translation",
@@ -540,15 +652,6 @@ def run_translation(cfg: Any) -> dict[str, Any]:
     manifest["model"] = job.model_cfg.to_json()
     manifest["directions"], manifest["zero_shot"], manifest["langs"] = job.directions, job.zero_shot, job.langs
     artifacts.write_manifest(cfg.out, manifest)
-    test = {s: r["bleu"].get("test", {}) for s, r in per_seed.items()}
-    mean = {}
-    for d in job.eval_dirs:
-        vals = [t[d]["bleu"] for t in test.values() if d in t]
-        if vals:
-            mean[d] = round(float(np.mean(vals)), 2)
-    return {"task": "translation", "out": str(cfg.out), "arch": cfg.arch, "lang_encoding": cfg.lang_encoding,
-            "parameters": n_params, "directions": job.directions, "zero_shot": job.zero_shot,
-            "test_bleu_mean": mean, "seeds": list(per_seed)}
 
 
 def print_summary(summary: dict[str, Any]) -> None:

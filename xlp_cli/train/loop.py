@@ -66,6 +66,36 @@ def init_distributed(device: str) -> tuple[Dist, torch.device]:
     return d, dev
 
 
+def barrier(d: Dist) -> None:
+    """Wait for every process (a no-op in a single process)."""
+    if d.world > 1:
+        dist.barrier()
+
+
+def amp_dtype(device: torch.device, amp: str) -> torch.dtype | None:
+    """`--amp auto|bf16|fp16|none`: auto = bf16 where the GPU supports it, else fp16; always None (fp32) on CPU."""
+    if device.type != "cuda" or amp == "none":
+        return None
+    if amp == "fp16":
+        return torch.float16
+    if amp == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def autocast(dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """CUDA autocast to `dtype`, or nothing when `dtype` is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast("cuda", dtype=dtype)
+
+
+def wrap_ddp(net: torch.nn.Module, device: torch.device, *, find_unused_parameters: bool = False) -> torch.nn.Module:
+    """DistributedDataParallel on the process group made by `init_distributed` (CUDA: this process's GPU)."""
+    return torch.nn.parallel.DistributedDataParallel(
+        net, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=find_unused_parameters)
+
+
 def lr_at(step: int, peak: float, warmup: int) -> float:
     """fairseq's inverse_sqrt: linear warm-up from 0 to `peak` over `warmup` steps, then peak*sqrt(warmup/step).
 
@@ -123,22 +153,13 @@ class Trainer:
         if cfg.compile:
             self.net = torch.compile(model)  # type: ignore[assignment]
         if dist_info.world > 1:
-            self.net = torch.nn.parallel.DistributedDataParallel(
-                self.net, device_ids=[device.index] if device.type == "cuda" else None)
+            self.net = wrap_ddp(self.net, device)
 
     def _amp_dtype(self) -> torch.dtype | None:
-        if self.device.type != "cuda" or self.cfg.amp == "none":
-            return None
-        if self.cfg.amp == "fp16":
-            return torch.float16
-        if self.cfg.amp == "bf16" or torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float16
+        return amp_dtype(self.device, self.cfg.amp)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast("cuda", dtype=self.amp_dtype)
+        return autocast(self.amp_dtype)
 
     # ---------------------------------------------------------------- one step
     def _micro(self, step: int, micro: int) -> tuple[Batch, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -309,7 +330,7 @@ class Trainer:
                     if progress is not None:
                         progress.update(task, completed=self.step,
                                         info=f"loss {np.mean(recent):.3f} lr {rec['lr']:.2e} {tps:,.0f} tok/s "
-                                             f"ETA {_fmt_time(eta)}")
+                                             f"ETA {fmt_time(eta)}")
                     if log is not None and (self.step % cfg.log_every == 0 or self.step == cfg.max_steps):
                         rec = {"event": "train", **rec, "tokens_per_s": tps, "tokens_total": self.tokens,
                                "elapsed_s": elapsed}
@@ -361,7 +382,7 @@ def ui_text(fmt: str) -> Any:
     return TextColumn(fmt)
 
 
-def _fmt_time(s: float) -> str:
+def fmt_time(s: float) -> str:
     s = int(s)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
