@@ -187,3 +187,12 @@ def test_corrupt_or_mismatched_checkpoint_is_bad_input(tmp_path) -> None:
         load_model(tmp_path, config=other)
     with pytest.raises(BadInput, match="no 'best' checkpoint"):
         load_pretrained(tmp_path / "nothing")
+
+
+def test_torch_free_name_tables_match_the_classes():
+    from xlp_cli.models.encoder import PRESETS
+    from xlp_cli.models.encodings import ENCODINGS
+    from xlp_cli.models.names import ENCODER_PRESETS, ENCODING_NAMES
+
+    assert ENCODING_NAMES == tuple(ENCODINGS)
+    assert ENCODER_PRESETS == tuple(PRESETS)

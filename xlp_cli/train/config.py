@@ -7,8 +7,7 @@ from pathlib import Path
 
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
-from xlp_cli.models.encoder import PRESETS
-from xlp_cli.models.encodings import ENCODINGS
+from xlp_cli.models.names import ENCODER_PRESETS, ENCODING_NAMES
 
 # keys that may change between a run and its resumption (they do not change what a step computes)
 RESUMABLE_KEYS = ("max-steps", "eval-every", "log-every", "resume", "device", "compile", "force", "eval-batches", "num-threads")
@@ -19,11 +18,11 @@ class PretrainConfig:
     data: list[Path] = opt(factory=list, help="Input folders: the `xlp bpe apply` output (ids + dict.txt) and, for VLE, the `xlp vocab-score` output; upstream manifests are followed.")
     out: Path = opt(Path("out/pretrain"), "Run folder (checkpoints, metrics, manifest).")
     lang: list[str] = opt(factory=list, help="Languages, comma list (order = language index). Empty: every language with train data.")
-    lang_encoding: str = opt("xlp", "How the language is given to the model.", choices=tuple(ENCODINGS))
+    lang_encoding: str = opt("xlp", "How the language is given to the model.", choices=ENCODING_NAMES)
     vle_style: str = opt("adding", "VLE: add E_V at every position (adding) or prepend it as a token (padding).", choices=("adding", "padding"))
     vle_k: int = opt(100, "VLE: size K of each language's vocabulary Voc_l (a key of vle_vocab.json).")
     xlp_bias: bool = opt(True, "XLP: give each language projection a bias (Algorithm 1's nn.Linear has one).")
-    preset: str = opt("xlm15", "Model size preset (tiny, small, xlm15); the fields below override it.", choices=tuple(PRESETS))
+    preset: str = opt("xlm15", "Model size preset (tiny, small, xlm15); the fields below override it.", choices=ENCODER_PRESETS)
     n_layers: int = opt(0, "Override the preset's number of layers (0: keep).")
     d_model: int = opt(0, "Override the preset's hidden size (0: keep).")
     n_heads: int = opt(0, "Override the preset's attention heads (0: keep).")
