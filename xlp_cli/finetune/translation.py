@@ -401,6 +401,18 @@ def _device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
+def may_leave_parameters_unused(job: Job) -> bool:
+    """Whether a training step can leave some parameters without a gradient on some process (DDP must then
+    look for them): processes may train different directions in one step, the interlingua calls encode/decode
+    and skips switched-off terms, languages that are only evaluated (zero-shot) or only known to a
+    pre-trained encoder are never trained, and a pre-trained encoder may carry parts seq2seq does not use.
+    One direction of a plain encoder-decoder uses every parameter at every step (checked by DDP, which warns
+    when the search finds nothing)."""
+    trained = {l for d in job.train for l in split_direction(d)}
+    return (job.cfg.arch == "interlingua" or len(job.train) > 1 or set(job.langs) != trained
+            or job.pretrained is not None)
+
+
 def _read_results(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -452,8 +464,8 @@ def train_one(job: Job, seed: int, run_dir: Path, device: torch.device, d: Dist 
         if d.main:
             ui.info(f"seed {seed}: resuming from step {step}")
     net: torch.nn.Module = TrainingLoss(model, cfg.arch, cfg.label_smoothing, cfg.intl_losses)
-    if d.world > 1:  # a process may train a direction whose language parameters another does not use
-        net = wrap_ddp(net, device, find_unused_parameters=True)
+    if d.world > 1:
+        net = wrap_ddp(net, device, find_unused_parameters=may_leave_parameters_unused(job))
     metrics = None
     if d.main:
         artifacts.write_json_atomic(run_dir / "model.json", job.model_cfg.to_json())
@@ -656,6 +668,9 @@ def _write_outputs(cfg: Any, job: Job, config: dict[str, Any], results: dict[str
 
 def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
+
+    if summary.get("rank", 0) != 0:  # torchrun: one table, from rank 0 (`--json` prints every process's summary)
+        return
 
     t = Table(title=f"xlp finetune --task translation ({summary['arch']}, {summary['lang_encoding']})")
     t.add_column("direction")
