@@ -26,22 +26,14 @@ import torch
 
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
+from xlp_cli.evaluate.figures import pyplot, save_png
 from xlp_cli.evaluate.config import EvaluateConfig
 from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, subword_ids, word_vectors
 from xlp_cli.evaluate.xnli import order_langs
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     n = len(labels)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * n + 2), max(3.5, 0.45 * n + 1.5)), dpi=110)
     im = ax.imshow(matrix, vmin=-1, vmax=1, cmap="RdBu_r")
@@ -56,9 +48,7 @@ def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> P
     fig.colorbar(im, ax=ax, fraction=0.046)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_png(fig, path)
     return path
 
 
@@ -127,7 +117,7 @@ def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
     q_l, k_l = (l @ wq.T)[:, sl], (l @ wk.T)[:, sl]
     w2l = (q_w @ k_l.T)[:, 0] / math.sqrt(dh)
     l2w = (q_l @ k_w.T)[0] / math.sqrt(dh)
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(max(5.0, 0.5 * len(toks) + 1), 5), dpi=110, sharex=True)
     axes[0].bar(range(len(toks)), w2l.numpy())
     axes[0].set_ylabel("word → language")
@@ -138,9 +128,7 @@ def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
     axes[0].set_title(f"{run.name}: word-language terms of Eq. 3, layer 1 head {head} (XLP Fig. 2)", fontsize=9)
     fig.tight_layout()
     path = out / f"analysis_{run.name}_fig2.png"
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_png(fig, path)
     return {"tokens": toks, "word_to_language": w2l.tolist(), "language_to_word": l2w.tolist(), "head": head,
             "png": path.name}
 
@@ -154,7 +142,7 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
 
     e_voc = F.embedding_bag(enc.voc_ids, run.model.embed.weight, enc.voc_offsets, mode="mean")
     gate = torch.sigmoid(torch.einsum("lij,lj->li", enc.W, e_voc)).numpy()   # [L, d]
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5), dpi=110)
     ax.hist(gate.ravel(), bins=20, range=(0, 1))
     ax.set_xlabel("sigmoid(W_l E_Voc_l) per feature")
@@ -162,9 +150,7 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
     ax.set_title(f"{run.name}: VLE feature contributions (VLE Fig. 2)", fontsize=9)
     fig.tight_layout()
     path = out / f"analysis_{run.name}_vle.png"
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_png(fig, path)
     hist, edges = np.histogram(gate.ravel(), bins=10, range=(0, 1))
     return {"share_above_0.8": float((gate > 0.8).mean()), "share_below_0.2": float((gate < 0.2).mean()),
             "histogram": hist.tolist(), "edges": edges.round(2).tolist(),

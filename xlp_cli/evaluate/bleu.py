@@ -26,6 +26,8 @@ import numpy as np
 
 from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
+from xlp_cli.evaluate import figures
+from xlp_cli.evaluate.figures import pyplot, save_png
 
 
 def _stat(vals: list[float]) -> dict[str, Any]:
@@ -141,10 +143,7 @@ def table(runs: dict[str, Any], directions: list[str], metric: str) -> tuple[lis
 
 
 def plot(runs: dict[str, Any], stats: dict[str, Any], directions: list[str], path: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cols = directions + ["Avg"]
     names = list(runs)
@@ -162,33 +161,13 @@ def plot(runs: dict[str, Any], stats: dict[str, Any], directions: list[str], pat
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_png(fig, path)
     return path
 
 
 def plot_curves(curves: dict[str, list[tuple[int, float]]], path: Path) -> Path | None:
-    curves = {k: v for k, v in curves.items() if v}
-    if not curves:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=110)
-    for name, pts in curves.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name)
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation NLL per token")
-    ax.set_title("Translation validation loss (XLP Fig. 3b)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    return figures.plot_curves(curves, path, xlabel="step", ylabel="validation NLL per token",
+                               title="Translation validation loss (XLP Fig. 3b)")
 
 
 def run_translation_eval(cfg: Any) -> dict[str, Any]:

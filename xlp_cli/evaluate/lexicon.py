@@ -21,6 +21,7 @@ import numpy as np
 
 from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
+from xlp_cli.evaluate.figures import pyplot, save_png
 from xlp_cli.evaluate.config import EvaluateConfig
 from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, word_vectors
 from xlp_cli.evaluate.xnli import order_langs
@@ -128,10 +129,7 @@ def run_lexicon_eval(cfg: EvaluateConfig) -> dict[str, Any]:
 
 
 def plot_lexicon(table: dict[str, dict[str, Any]], langs: list[str], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cols = langs + ["avg"]
     fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(cols) + 2), 3.8), dpi=110)
@@ -146,9 +144,7 @@ def plot_lexicon(table: dict[str, dict[str, Any]], langs: list[str], path: Path)
     ax.set_title("Bilingual dictionary cosine (VLE Table 2)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_png(fig, path)
     return path
 
 

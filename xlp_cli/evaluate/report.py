@@ -15,14 +15,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from rich.table import Table
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from xlp_cli import artifacts  # noqa: E402
-from xlp_cli.evaluate.xnli import fmt_cell  # noqa: E402
+from xlp_cli import artifacts
+from xlp_cli.evaluate.figures import plot_curves, pyplot, save_png
+from xlp_cli.evaluate.xnli import fmt_cell
 
 
 # ---------------------------------------------------------------- pre-training curves
@@ -69,7 +66,7 @@ def read_valid_curve(run_folder: Path) -> list[tuple[int, float]]:
 def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accuracy per language") -> Path:
     langs = scores["langs"] + ["avg"]
     runs = list(scores["runs"].items())
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(langs) * max(1, len(runs)) * 0.6 + 3), 4.0), dpi=110)
+    fig, ax = pyplot().subplots(figsize=(max(6.0, 0.6 * len(langs) * max(1, len(runs)) * 0.6 + 3), 4.0), dpi=110)
     width = 0.8 / max(1, len(runs))
     for i, (name, r) in enumerate(runs):
         means = [r["acc"][l]["mean"] if l != "avg" else r["avg"]["mean"] for l in langs]
@@ -85,28 +82,13 @@ def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accurac
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    save_png(fig, path)
     return path
 
 
 def plot_valid_curves(curves: dict[str, list[tuple[int, float]]], path: Path) -> Path | None:
-    curves = {k: v for k, v in curves.items() if v}
-    if not curves:
-        return None
-    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=110)
-    for name, pts in curves.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name)
-    ax.set_xlabel("pre-training step")
-    ax.set_ylabel("validation MLM loss")
-    ax.set_title("Pre-training validation loss (XLP Fig. 3a)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    with artifacts.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    return plot_curves(curves, path, xlabel="pre-training step", ylabel="validation MLM loss",
+                       title="Pre-training validation loss (XLP Fig. 3a)")
 
 
 # ---------------------------------------------------------------- tables
