@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml setup.py xlp_cli/bpe/_learnbpe.cpp
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# fastBPE 0.1.0 needs Cython and a recent setuptools in the *same* env, without build isolation.
-	$(PIP) install -q cython "setuptools>=70.1" wheel
+	$(PIP) install -q cython==3.3.1 "setuptools>=70.1" wheel==0.48.0
 	$(PIP) install -q --no-build-isolation fastBPE==0.1.0
 	$(PIP) install -q $(FIND_LINKS) torch==2.13.0
 	$(PIP) install -q $(FIND_LINKS) -e ".[dev]"
