@@ -126,3 +126,26 @@ def test_cli_config_file_unknown_key(cli, tmp_path):
 def test_version(cli):
     r = cli("--version")
     assert r.exit_code == 0 and r.stdout.startswith("xlp ")
+
+
+def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):
+    final = tmp_path / "ckpt" / "last"
+    with artifacts.atomic_folder(final) as tmp:
+        (tmp / "a").write_text("1")
+    assert (final / "a").read_text() == "1"
+    with pytest.raises(RuntimeError):
+        with artifacts.atomic_folder(final) as tmp:
+            (tmp / "a").write_text("2")
+            raise RuntimeError("killed mid-write")
+    assert (final / "a").read_text() == "1"  # the old checkpoint survives a failed save
+    with artifacts.atomic_folder(final) as tmp:
+        (tmp / "b").write_text("3")
+    assert sorted(p.name for p in final.iterdir()) == ["b"]
+    assert sorted(p.name for p in final.parent.iterdir()) == ["last"]
+
+
+def test_truncate_jsonl_keeps_steps_up_to_the_checkpoint(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 1}\n{"step": 2}\nnot json\n[1]\n{"step": 3}\n')
+    artifacts.truncate_jsonl(log, 2)
+    assert log.read_text() == '{"step": 1}\n{"step": 2}\n'

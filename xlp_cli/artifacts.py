@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -42,6 +43,44 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_folder(final: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary folder beside `final`; when the block succeeds it replaces `final`.
+
+    The old folder is moved aside first and deleted last, so at every moment either the old or the new
+    complete folder exists under its name (or, for a crash between the two renames, `.NAME.old`).
+    """
+    final = Path(final)
+    tmp = final.with_name(f".{final.name}.tmp")
+    old = final.with_name(f".{final.name}.old")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    yield tmp
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def truncate_jsonl(path: str | Path, step: int) -> None:
+    """Keep the lines of a metrics log whose `step` is <= `step` (a resumed run writes the rest again)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if int(json.loads(line).get("step", 0)) <= step:
+                keep.append(line + "\n")
+        except (json.JSONDecodeError, TypeError, ValueError, AttributeError):
+            continue
+    write_text_atomic(path, "".join(keep))
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

@@ -8,7 +8,6 @@ A checkpoint is a folder written whole into a temporary sibling and renamed into
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -68,25 +67,13 @@ META = "meta.json"
 
 def save_checkpoint(folder: Path, model: Classifier, optimizer: torch.optim.Optimizer | None,
                     meta: dict[str, Any]) -> None:
-    folder = Path(folder)
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
-    if optimizer is not None:
-        torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / STATE)
-    (tmp / "model.json").write_text(json.dumps(model.encoder.config.to_dict(), indent=2) + "\n", encoding="utf-8")
-    (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    old = folder.with_name(f".{folder.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if folder.exists():
-        folder.rename(old)
-    tmp.rename(folder)
-    if old.exists():
-        shutil.rmtree(old)
+    with artifacts.atomic_folder(folder) as tmp:
+        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        if optimizer is not None:
+            torch.save({"optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp / STATE)
+        (tmp / "model.json").write_text(json.dumps(model.encoder.config.to_dict(), indent=2) + "\n", encoding="utf-8")
+        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
 def read_meta(folder: Path) -> dict[str, Any] | None:

@@ -187,7 +187,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
         meta = load_checkpoint(last, model, opt, device)
         step, best = int(meta["step"]), meta["best"]
         ui.info(f"  resuming {run_dir.name} at step {step}/{total}")
-        _truncate_metrics(run_dir / "metrics.jsonl", step)
+        artifacts.truncate_jsonl(run_dir / "metrics.jsonl", step)
     metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
 
     def evaluate_now() -> float:
@@ -246,20 +246,6 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
             "best_dev": best["dev"], "steps": step, "frozen": frozen, "train_examples": n}
     write_done(run_dir, info)
     return info
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop the lines an interrupted run wrote after its last checkpoint (they are written again)."""
-    if not path.is_file():
-        return
-    keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if int(json.loads(line).get("step", 0)) <= step:
-                keep.append(line + "\n")
-        except (json.JSONDecodeError, TypeError, ValueError, AttributeError):
-            continue
-    artifacts.write_text_atomic(path, "".join(keep))
 
 
 # ---------------------------------------------------------------- the stage

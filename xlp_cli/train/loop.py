@@ -251,25 +251,14 @@ class Trainer:
     # ---------------------------------------------------------------- checkpoints
     def save(self, which: str = "last") -> Path:
         folder = self.run / "checkpoints" / which
-        tmp = self.run / "checkpoints" / f".{which}.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        ckpt.save_model(tmp, self.model)
-        torch.save({"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}, tmp / STATE)
-        meta = {"step": self.step, "tokens": self.tokens, "best_loss": None if math.isinf(self.best) else self.best,
-                "best_step": self.best_step, "data": self.data.state(), "rng": _rng_states(),
-                "schedule": {"kind": "inverse_sqrt", "lr": self.cfg.lr, "warmup": self.cfg.warmup},
-                "valid": self.last_valid, "time": artifacts.now_iso()}
-        artifacts.write_json_atomic(tmp / META, meta)
-        old = self.run / "checkpoints" / f".{which}.old"
-        if old.exists():
-            shutil.rmtree(old)
-        if folder.exists():
-            folder.rename(old)
-        tmp.rename(folder)
-        if old.exists():
-            shutil.rmtree(old)
+        with artifacts.atomic_folder(folder) as tmp:
+            ckpt.save_model(tmp, self.model)
+            torch.save({"optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}, tmp / STATE)
+            meta = {"step": self.step, "tokens": self.tokens, "best_loss": None if math.isinf(self.best) else self.best,
+                    "best_step": self.best_step, "data": self.data.state(), "rng": _rng_states(),
+                    "schedule": {"kind": "inverse_sqrt", "lr": self.cfg.lr, "warmup": self.cfg.warmup},
+                    "valid": self.last_valid, "time": artifacts.now_iso()}
+            artifacts.write_json_atomic(tmp / META, meta)
         return folder
 
     def restore(self, folder: Path) -> None:
@@ -362,14 +351,8 @@ class Trainer:
                 improved, self.best_step = True, self.step  # no valid split: best = latest
             self.save("last")
             if improved:
-                best = self.run / "checkpoints" / "best"
-                tmp = self.run / "checkpoints" / ".best.tmp"
-                if tmp.exists():
-                    shutil.rmtree(tmp)
-                shutil.copytree(self.run / "checkpoints" / "last", tmp)
-                if best.exists():
-                    shutil.rmtree(best)
-                tmp.rename(best)
+                with artifacts.atomic_folder(self.run / "checkpoints" / "best") as tmp:
+                    shutil.copytree(self.run / "checkpoints" / "last", tmp, dirs_exist_ok=True)
             if self.on_checkpoint is not None:
                 self.on_checkpoint({"step": self.step, "best_step": self.best_step})
         if self.d.world > 1:

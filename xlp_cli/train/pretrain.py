@@ -91,19 +91,6 @@ def _guard_config(cfg: PretrainConfig) -> dict[str, Any]:
     return {k: v for k, v in full.items() if k not in RESUMABLE_KEYS}
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    if not path.is_file():
-        return
-    keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if int(json.loads(line).get("step", 0)) <= step:
-                keep.append(line)
-        except (json.JSONDecodeError, TypeError, ValueError):
-            continue
-    artifacts.write_text_atomic(path, "".join(x + "\n" for x in keep))
-
-
 def run(cfg: PretrainConfig) -> dict[str, Any]:
     inp = resolve_inputs(cfg)
     run_dir = Path(cfg.out)
@@ -172,7 +159,7 @@ def run(cfg: PretrainConfig) -> dict[str, Any]:
             shutil.copyfile(inp["dict_path"], run_dir / "dict.txt.tmp")
             (run_dir / "dict.txt.tmp").rename(run_dir / "dict.txt")
         artifacts.write_json_atomic(run_dir / MODEL_JSON, mcfg.to_dict())
-        _truncate_metrics(run_dir / "metrics.jsonl", trainer.step)
+        artifacts.truncate_jsonl(run_dir / "metrics.jsonl", trainer.step)
     probe_batch_size(trainer, cfg.bptt)
     summary = trainer.fit(run_dir / "metrics.jsonl")
     if dist_info.main:
