@@ -30,7 +30,7 @@ class BpeLearnConfig:
     parallel: bool = opt(False, help="Also learn from both sides of parallel (<l1>-<l2>) folders.")
     max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.")
     min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
 
     def validate(self) -> None:
         if not self.data:
@@ -56,8 +56,8 @@ class BpeApplyConfig:
     spm_model: Path | None = opt(None, help="A SentencePiece model to use instead of a `xlp bpe learn` folder.")
     max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
     min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
-    batch_rows: int = opt(16384, help="Rows per batch while applying.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+    batch_rows: int = opt(16384, help="Rows per batch while applying.", volatile=True)
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
 
     def validate(self) -> None:
         if not self.data:
