@@ -7,8 +7,8 @@ from pathlib import Path
 
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
+from xlp_cli.prepare.sources import NAMES as SOURCES
 
-SOURCES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
 LOWERCASE_MODES = ("xlm", "safe", "none")
 
 

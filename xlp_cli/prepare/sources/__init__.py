@@ -14,13 +14,8 @@ from typing import Iterator
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Record, Source, SourceOptions
 
-_MODULES = {
-    "wikipedia": "wikipedia",
-    "commoncrawl": "commoncrawl",
-    "opus": "opus",
-    "text": "text",
-    "gettext": "gettext",
-}
+# The one table of sources: each name is `--source NAME` and the module `xlp_cli.prepare.sources.NAME`.
+NAMES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
 
 
 def _lazy(module: str) -> Source:
@@ -33,7 +28,7 @@ def _lazy(module: str) -> Source:
     return read
 
 
-SOURCES: dict[str, Source] = {name: _lazy(mod) for name, mod in _MODULES.items()}
+SOURCES: dict[str, Source] = {name: _lazy(name) for name in NAMES}
 
 
 def expand_inputs(patterns: list[str | Path]) -> list[Path]:
@@ -87,4 +82,4 @@ def _files_below(folder: Path) -> list[Path]:
     )
 
 
-__all__ = ["SOURCES", "expand_inputs"]
+__all__ = ["NAMES", "SOURCES", "expand_inputs"]
