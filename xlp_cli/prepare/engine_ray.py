@@ -57,7 +57,10 @@ class PartitionedHashSet:
         hashes = np.asarray(hashes, dtype=np.uint64)
         part = hashes % np.uint64(len(self.actors))
         where = [part == p for p in range(len(self.actors))]
-        masks = self.ray.get([a.add_batch.remote(hashes[w]) for a, w in zip(self.actors, where)])
+        try:
+            masks = self.ray.get([a.add_batch.remote(hashes[w]) for a, w in zip(self.actors, where)])
+        except self.ray.exceptions.RayError as e:  # a partition's process died: its hashes are gone
+            raise ray_cluster.failure(self.ray, e, "xlp prepare") from None
         new = np.zeros(len(hashes), dtype=bool)
         for w, mask in zip(where, masks):
             new[w] = mask

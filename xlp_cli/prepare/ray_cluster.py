@@ -59,7 +59,7 @@ def failure(ray: Any, e: BaseException, what: str) -> XlpError:
             return cause
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
         return WorkFailed(f"a Ray task of {what} failed ({detail.splitlines()[0]}); rerun the same command to resume")
-    if isinstance(e, ex.ActorError):
+    if isinstance(e, ex.RayActorError):
         return WorkFailed(f"a Ray actor of {what} died (killed? out of memory?); rerun the same command to resume")
     return WorkFailed(f"a Ray worker of {what} died and its retries are used up ({type(e).__name__}); "
                       "rerun the same command to resume")

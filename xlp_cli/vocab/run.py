@@ -83,7 +83,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     dico = Dictionary.read(dict_path)
 
     config = to_dict(cfg)
-    for key in ("force", "show", "engine", "ray_address"):  # they do not change the result
+    for key in ("force", "show", "engine", "ray-address"):  # they do not change the result
         config.pop(key)
     out = Path(cfg.out)
     sources = language_shards(ids_dir, cfg.split, cfg.lang, cfg.parallel)
