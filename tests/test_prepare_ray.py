@@ -5,6 +5,7 @@ shut down after it; runs in subprocesses join it with --ray-address."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -65,6 +66,13 @@ def _xlp(*args: str, address: str, stderr=subprocess.DEVNULL) -> subprocess.Pope
                             stdout=subprocess.DEVNULL, stderr=stderr, text=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _ray_processes(title: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
@@ -87,15 +95,28 @@ def test_ray_engine_is_byte_identical_to_the_local_engine(ray_address, wiki_inpu
     assert r.exit_code == 0 and json.loads(r.stdout)["status"] == "up to date (nothing to do)", r.stderr
 
 
-def test_ray_text_byte_ranges_match_local(ray_address, shared_data, tmp_path):
+def test_ray_without_address_starts_a_local_cluster_and_shuts_it_down(ray_address, shared_data, tmp_path):
     src = sorted((shared_data / "commonvoice_sentences").glob("fr.*.txt.gz"))[0]
     text = tmp_path / "cv.fr.txt"
     with gzip.open(src, "rt", encoding="utf-8") as f:
         text.write_text("".join(next(f) for _ in range(3000)), encoding="utf-8")
-    args = ["prepare", "--source", "text", "--lang", "fr", text, "--split-size", "20000", "--shard-size", "1000"]
+    args = ["prepare", "--source", "text", "--lang", "fr", str(text), "--split-size", "20000", "--shard-size", "1000"]
     assert run_cli(*args, "--out", tmp_path / "local").exit_code == 0
-    r = run_cli(*args, "--out", tmp_path / "ray", "--engine", "ray")
-    assert r.exit_code == 0, r.stderr
+    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--out", str(tmp_path / "ray"),
+           "--engine", "ray"]  # no --ray-address: ray.init() starts a cluster of this machine's CPUs
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    started: set[int] = set()
+    while proc.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            started |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        time.sleep(0.05)
+    assert proc.returncode == 0, proc.stderr.read()
+    assert len(started) >= 2  # the cluster's own processes (gcs, raylet, workers) ran under this run
+    deadline = time.time() + 20
+    while (alive := [p for p in started if _alive(p)]):
+        assert time.time() < deadline, f"processes of the run's Ray cluster still alive: {alive}"
+        time.sleep(0.2)
     assert hashes(tmp_path / "ray") == hashes(tmp_path / "local") and len(hashes(tmp_path / "local")) >= 4
     assert manifest(tmp_path / "ray") == manifest(tmp_path / "local")
 
