@@ -113,9 +113,14 @@ class LocalEngine:
             self.inflight.popleft()
             submit()
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers; with `abort` (the run failed) without waiting for the splits they are reading
+        (their chunk files so far are kept work; a temp file of a killed write is removed by the rerun)."""
         if self.pool is not None:
             for item in self.inflight:
                 item[-1].cancel()
+            if abort and self.mode == "splits":
+                for proc in list(getattr(self.pool, "_processes", {}).values()):
+                    proc.terminate()
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None

@@ -115,7 +115,9 @@ class RayEngine:
                     process.write_chunk(chunk_path(self.work, s, k), table)
                 yield s, k, meta
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Cancel the tasks in flight (forcibly: their worker processes end), drop the partitions, leave
+        or shut down the cluster."""
         if self.ray is not None and self.ray.is_initialized():
             for _, ref in self.inflight:
                 self.ray.cancel(ref, force=True)

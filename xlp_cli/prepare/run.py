@@ -197,6 +197,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     ledger = Ledger(errors)
     engine = _engine(cfg, work, opts, size, (pipe_config, cfg.min_tokens, cfg.max_tokens, cfg.on_error))
     fin = None
+    failed = True
     try:
         engine.start(jobs, [lang for lang in cfg.lang if folder_ok(lang)])
         fin = Finalizer(work.parent, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction,
@@ -220,6 +221,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
                     take(s, k, meta)
                     done[s].append(meta)
         finalized = fin.close()
+        failed = False
     except BrokenProcessPool:
         if fin is not None:
             fin.abort()
@@ -231,7 +233,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
             fin.abort()
         raise
     finally:
-        engine.close()
+        engine.close(abort=failed)
     return {"records": ledger.records, "bytes": ledger.bytes, "dropped": dict(ledger.dropped), "resumed": resumed,
             "splits": len(plan), "finalized": finalized}
 
