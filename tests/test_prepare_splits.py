@@ -152,3 +152,28 @@ def test_commoncrawl_is_one_split_per_file_and_gettext_one_stream():
     assert [s.kind for s in plan_splits("gettext", [], SourceOptions(langs=[]), 1)] == ["stream"]
     capped = plan_splits("commoncrawl", wets, SourceOptions(langs=[], max_records=5), 1)
     assert [s.kind for s in capped] == ["stream"]  # --max-records counts across files: one reader
+
+
+def test_numbered_multistream_files_find_their_own_index(tmp_path):
+    """The big wikis come as several pairs per language; each dump pairs with its own index."""
+    names = ["enwiki-20240601-pages-articles-multistream1.xml-p1p41242.bz2",
+             "enwiki-20240601-pages-articles-multistream-index1.txt-p1p41242.bz2",
+             "enwiki-20240601-pages-articles-multistream2.xml-p41243p151573.bz2",
+             "enwiki-20240601-pages-articles-multistream-index2.txt-p41243p151573.bz2",
+             "enwiki-20240601-pages-articles-multistream3.xml-p151574p311329.bz2"]  # (its index is missing)
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    found = {n: index_for(tmp_path / n) for n in names if "index" not in n}
+    assert found == {names[0]: tmp_path / names[1], names[2]: tmp_path / names[3], names[4]: None}
+
+
+def test_engine_flags_are_checked_before_any_work(tmp_path):
+    p = tmp_path / "a.en.txt"
+    p.write_text("Hello world.\n", encoding="utf-8")
+    r = run_cli("prepare", "--source", "text", "--lang", "en", p, "--out", tmp_path / "o", "--ray-address", "h:1")
+    assert r.exit_code == 2 and r.stderr.strip() == "xlp: error: --ray-address needs --engine ray", r.stderr
+    r = run_cli("prepare", "--source", "text", "--lang", "en", p, "--out", tmp_path / "o", "--split-size", "0")
+    assert r.exit_code == 2 and "--split-size" in r.stderr, r.stderr
+    r = run_cli("prepare", "--source", "text", "--lang", "en", p, "--out", tmp_path / "o", "--engine", "spark")
+    assert r.exit_code == 2 and "spark" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
