@@ -7,15 +7,21 @@ from __future__ import annotations
 import bz2
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 from sources_helpers import SRC_FIXTURES, read_all
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions
 from xlp_cli.prepare.sources import plan_splits, read_split
 from xlp_cli.prepare.sources.wikipedia_multistream import index_for, stream_offsets, write_multistream
+from xlp_cli.prepare.workdir import finished_chunks
 
 EN_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
@@ -177,3 +183,34 @@ def test_engine_flags_are_checked_before_any_work(tmp_path):
     r = run_cli("prepare", "--source", "text", "--lang", "en", p, "--out", tmp_path / "o", "--engine", "spark")
     assert r.exit_code == 2 and "spark" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.integration
+def test_killed_split_readers_resume_to_the_same_output(shared_data, tmp_path):
+    """--workers 2 over >= 4 splits: each worker reads whole splits; killed mid-way, a rerun keeps the finished
+    chunks of every split (partly read ones included) and ends with the shards of the single-stream dump."""
+    src, _, _ = make_multistream(shared_data, tmp_path / "ms")
+    assert run_cli("prepare", "--source", "wikipedia", src, "--out", tmp_path / "ref").exit_code == 0
+    args = ["prepare", "--source", "wikipedia", str(tmp_path / "ms"), "--split-size", "30000", "--chunk-size", "100",
+            "--out", str(tmp_path / "killed")]
+    work = tmp_path / "killed" / ".work"
+    proc = subprocess.Popen([sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--workers", "2"],
+                            cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while len({p.name.split("-")[1] for p in work.glob("chunk-*.parquet")}) < 3:  # chunks of 3 splits
+            assert proc.poll() is None, "the run finished before it could be killed"
+            assert time.time() < deadline
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    kept = finished_chunks(work, len(json.loads((work / "state.json").read_text())["splits"]))
+    assert any(metas and not metas[-1].get("tail") for metas in kept)  # a split read only in part
+    r = run_cli(*args, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "resumed and finished"
+    assert hashes(tmp_path / "killed") == hashes(tmp_path / "ref")
+    for key in ("counts", "dropped", "records", "skipped", "warnings"):
+        assert manifest(tmp_path / "killed")[key] == manifest(tmp_path / "ref")[key], key
