@@ -8,17 +8,15 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import run_cli
+from kill_helpers import kill_when, start_xlp, wait_until
 from test_prepare_splits import hashes, make_multistream, manifest
 
 pytestmark = [pytest.mark.integration, pytest.mark.ray]
@@ -60,10 +58,7 @@ def local_ref(tmp_path_factory, wiki_inputs):
 
 
 def _xlp(*args: str, address: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--engine", "ray",
-           "--ray-address", address]
-    return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    return start_xlp(*args, "--engine", "ray", "--ray-address", address, stderr=stderr)
 
 
 def _alive(pid: int) -> bool:
@@ -102,10 +97,8 @@ def test_ray_without_address_starts_a_local_cluster_and_shuts_it_down(ray_addres
         text.write_text("".join(next(f) for _ in range(3000)), encoding="utf-8")
     args = ["prepare", "--source", "text", "--lang", "fr", str(text), "--split-size", "20000", "--shard-size", "1000"]
     assert run_cli(*args, "--out", tmp_path / "local").exit_code == 0
-    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--out", str(tmp_path / "ray"),
-           "--engine", "ray"]  # no --ray-address: ray.init() starts a cluster of this machine's CPUs
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    # no --ray-address: ray.init() starts a cluster of this machine's CPUs for the run
+    proc = start_xlp(*args, "--out", tmp_path / "ray", "--engine", "ray", stderr=subprocess.PIPE)
     started: set[int] = set()
     while proc.poll() is None:
         with contextlib.suppress(psutil.Error):
@@ -124,15 +117,7 @@ def test_ray_without_address_starts_a_local_cluster_and_shuts_it_down(ray_addres
 def test_killed_ray_run_resumes_to_the_same_output(ray_address, wiki_inputs, local_ref, tmp_path):
     out = tmp_path / "killed"
     proc = _xlp(*WIKI, *wiki_inputs, "--out", str(out), address=ray_address)
-    try:
-        deadline = time.time() + 90
-        while len(list((out / ".work").glob("chunk-*.parquet"))) < 6:
-            assert proc.poll() is None, "the run finished before it could be killed"
-            assert time.time() < deadline
-            time.sleep(0.01)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver, mid-run
-        proc.wait()
+    kill_when(proc, lambda: len(list((out / ".work").glob("chunk-*.parquet"))) >= 6)  # the driver, mid-run
     assert not (out / "manifest.json").exists()
     r = run_cli(*WIKI, *wiki_inputs, "--out", out, "--engine", "ray", "--json")
     assert r.exit_code == 0, r.stderr
@@ -146,11 +131,7 @@ def test_a_killed_ray_worker_is_retried_and_a_killed_dedup_partition_fails_in_on
     # a worker process running a split task dies: Ray runs the task again, the output is the same
     out = tmp_path / "task-killed"
     proc = _xlp(*WIKI, *wiki_inputs, "--out", str(out), address=ray_address, stderr=subprocess.PIPE)
-    deadline = time.time() + 90
-    while not (victims := _ray_processes("ray::prepare_split")):
-        assert proc.poll() is None and time.time() < deadline, "no split task seen running"
-        time.sleep(0.005)
-    victims[0].kill()
+    wait_until(proc, lambda: _ray_processes("ray::prepare_split"), poll=0.005)[0].kill()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert hashes(out) == hashes(local_ref) and manifest(out) == manifest(local_ref)
@@ -159,11 +140,7 @@ def test_a_killed_ray_worker_is_retried_and_a_killed_dedup_partition_fails_in_on
     # a worker process holding a dedup partition dies: one line, exit 1, no half-written shard; rerun resumes
     out = tmp_path / "partition-killed"
     proc = _xlp(*WIKI, *wiki_inputs, "--out", str(out), address=ray_address, stderr=subprocess.PIPE)
-    deadline = time.time() + 90
-    while not (out / ".work").is_dir() or not (victims := _ray_processes("ray::HashSet64")):
-        assert proc.poll() is None and time.time() < deadline, "no dedup partition seen"
-        time.sleep(0.005)
-    victims[0].kill()
+    wait_until(proc, lambda: (out / ".work").is_dir() and _ray_processes("ray::HashSet64"), poll=0.005)[0].kill()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     lines = [line for line in err.splitlines() if line.startswith("xlp:")]

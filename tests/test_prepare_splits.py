@@ -7,16 +7,12 @@ from __future__ import annotations
 import bz2
 import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import run_cli
+from kill_helpers import kill_when, start_xlp
 from sources_helpers import SRC_FIXTURES, read_all
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions
 from xlp_cli.prepare.sources import plan_splits, read_split
@@ -194,18 +190,8 @@ def test_killed_split_readers_resume_to_the_same_output(shared_data, tmp_path):
     args = ["prepare", "--source", "wikipedia", str(tmp_path / "ms"), "--split-size", "30000", "--chunk-size", "100",
             "--out", str(tmp_path / "killed")]
     work = tmp_path / "killed" / ".work"
-    proc = subprocess.Popen([sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--workers", "2"],
-                            cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 120
-        while len({p.name.split("-")[1] for p in work.glob("chunk-*.parquet")}) < 3:  # chunks of 3 splits
-            assert proc.poll() is None, "the run finished before it could be killed"
-            assert time.time() < deadline
-            time.sleep(0.01)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    proc = start_xlp(*args, "--workers", "2")
+    kill_when(proc, lambda: len({p.name.split("-")[1] for p in work.glob("chunk-*.parquet")}) >= 3)  # 3 splits
     kept = finished_chunks(work, len(json.loads((work / "state.json").read_text())["splits"]))
     assert any(metas and not metas[-1].get("tail") for metas in kept)  # a split read only in part
     r = run_cli(*args, "--json")
