@@ -12,8 +12,9 @@ into splits of --split-size compressed bytes that readers take independently. In
 Each prepare run is a fresh subprocess; runs are interleaved, best of --repeat. Every run must write the
 same shards (checked). The load average is printed: the machine may be shared.
 The scaling model printed at the end: the main process (driver) of a split-parallel run only finalizes
-(dedup, split, shard writing); with m its CPU seconds and w the readers' CPU seconds, N readers give at
-most S(N) = (w + m) / (w / N + m).
+(dedup, split, shard writing; on Ray it also writes the chunk files), timed alone here; with f its CPU
+seconds and w the readers' CPU seconds (of the --workers 2 run), N readers give at most
+S(N) = (w + f) / (w / N + f).
 
     .venv/bin/python benchmarks/prepare_engines.py [--repeat 2] [--split-size 262144]
 """
@@ -71,6 +72,41 @@ def readers(splits: list, n: int) -> tuple[float, int, float]:
     return time.perf_counter() - t, sum(r[0] for r in res), sum(r[1] for r in res)
 
 
+def driver_costs(splits: list, tmp: Path) -> tuple[float, float, int]:
+    """(CPU seconds of the finalizing alone, of writing the chunk files as the Ray driver does, rows kept):
+    the chunk files are made once in this process, then timed through a Finalizer (best of 2)."""
+    import pyarrow.parquet as pq
+
+    from xlp_cli.prepare import process
+    from xlp_cli.prepare.finalize import Finalizer
+    from xlp_cli.prepare.splits import run_split_to_files
+    from xlp_cli.prepare.workdir import chunk_path, finished_chunks
+
+    work = tmp / "driver" / ".work"
+    work.mkdir(parents=True)
+    opts = SourceOptions(langs=[], defer_pages=True)
+    process.init_worker({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "safe"}, 1, 512)
+    for s, split in enumerate(splits):
+        run_split_to_files((s, split, 0, 0), str(work), opts, "raise", 2000)
+    paths = [chunk_path(work, s, k) for s, metas in enumerate(finished_chunks(work, len(splits)))
+             for k in range(len(metas))]
+    fin_cpu, write_cpu = [], []
+    for rep in range(2):
+        t = time.process_time()
+        fin = Finalizer(tmp / "driver" / f"out{rep}", valid_fraction=0.01, test_fraction=0.01, max_valid=5000,
+                        max_test=5000, max_records=0, shard_size=100_000)
+        for p in paths:
+            fin.add_file(p)
+        rows = sum(v["rows"] for v in fin.close()[1].values())
+        fin_cpu.append(time.process_time() - t)
+        tables = [pq.read_table(p) for p in paths]
+        t = time.process_time()
+        for i, table in enumerate(tables):
+            process.write_chunk(tmp / "driver" / f"w{rep}-{i}.parquet", table)
+        write_cpu.append(time.process_time() - t)
+    return min(fin_cpu), min(write_cpu), rows
+
+
 def prepare(dumps: list[Path], out: Path, split_size: int, **extra) -> dict:
     args = {"inputs": [str(p) for p in dumps], "source": "wikipedia", "out": str(out), "split_size": split_size,
             **extra}
@@ -106,6 +142,7 @@ def main() -> None:
         for i in range(args.repeat):  # (before ray.init: no process forks with Ray's threads)
             for n in (1, 2):
                 runs[f"readers {n}"].append((*readers(splits, n), os.getloadavg()[0]))
+        costs = driver_costs(splits, tmp)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         address = ray.get_runtime_context().gcs_address
         try:
@@ -133,10 +170,15 @@ def main() -> None:
           f"ray (own cluster) vs local --workers 2: {best['local w2']['wall'] / best['ray start']['wall']:.2f}x")
     same = all(r["shards"] == best["local w1"]["shards"] for v in runs.values() for r in v if isinstance(r, dict))
     print(f"same shards in every run: {same}")
-    w2 = best["local w2"]
-    m, w = w2["cpu_main"], w2["cpu_workers"]
-    model = ", ".join(f"S({n}) = {(w + m) / (w / n + m):.1f}x" for n in (2, 8, 32, 128))
-    print(f"scaling model (driver {m:.2f} s, readers {w:.2f} s CPU): {model}")
+    fin, write, rows = costs
+    mb = size / 1e6
+    print(f"driver alone: finalizing {fin:.2f} s CPU for {rows} rows kept ({rows / fin:,.0f} rows/s, "
+          f"f = {fin / mb:.3f} s/MB); the Ray driver's chunk-file writes {write:.2f} s (f_ray = {(fin + write) / mb:.3f} s/MB)")
+    w = best["local w2"]["cpu_workers"]
+    for name, f in (("local", fin), ("ray", fin + write)):
+        model = ", ".join(f"S({n}) = {(w + f) / (w / n + f):.1f}x" for n in (2, 8, 32, 128))
+        print(f"scaling model, {name} (readers r = {w / mb:.2f} s/MB, driver f = {f / mb:.3f} s/MB): {model}, "
+              f"bound {(w + f) / f:.0f}x")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
