@@ -83,6 +83,30 @@ class SourceOptions:
     defer_pages: bool = False  # a source may yield RawPage (set by the pipeline, which expands them in workers)
 
 
+@dataclasses.dataclass
+class Split:
+    """A part of the input that one reader reads alone, in order (see `xlp_cli.prepare.sources.plan_splits`).
+
+    kind "stream": all of `paths`, read by the source's `read` (sources that cannot be cut, and every source
+    with --max-records, whose cap counts across files); "file": one whole file; "range": bytes
+    [start, end) of one file (plain text: the lines that start there; a Wikipedia multistream dump: the
+    bz2 streams that start there, after the header stream [0, header)). `first`/`last`: the first/last split
+    of its file. The records of all splits, in order, are the records of the whole input read in order."""
+
+    source: str
+    kind: str
+    paths: list[str]
+    start: int = 0
+    end: int = 0
+    first: bool = True
+    last: bool = True
+    header: int = 0
+
+    @property
+    def path(self) -> str:
+        return self.paths[0] if self.paths else ""
+
+
 class ErrorPolicy:
     """`raise`: the first bad record aborts with a one-line error. `skip`: count it and go on."""
 
@@ -110,6 +134,32 @@ class ErrorPolicy:
 
         self.warnings.append(message)
         ui.warn(message)
+
+
+class CollectedErrors(ErrorPolicy):
+    """The ErrorPolicy of a reader that runs away from the main process (a worker, a Ray task): skippable
+    problems and warnings are kept, in order, for the main process to report in stream order; a problem
+    that stops the run (raise mode, or fatal) still raises here, to stop the reader."""
+
+    def __init__(self, mode: str = "raise"):
+        super().__init__(mode)
+        self.problems: list[list] = []
+        self.new_warnings: list[str] = []
+
+    def bad(self, message: str, *, path: str | Path | None = None, position: str | int | None = None,
+            fatal: bool = False) -> None:
+        if self.mode == "raise" or fatal:
+            raise BadInput(message, path=path, position=position)
+        self.problems.append([message, None if path is None else str(path), position])
+
+    def warn(self, message: str) -> None:
+        self.new_warnings.append(message)
+
+    def take(self) -> tuple[list[list], list[str]]:
+        """The problems and warnings since the last call."""
+        out = (self.problems, self.new_warnings)
+        self.problems, self.new_warnings = [], []
+        return out
 
 
 class Source(Protocol):
