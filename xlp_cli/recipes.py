@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, stages, ui
+from xlp_cli import artifacts, config as cfgmod, stages, tasks, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
 
@@ -115,7 +115,8 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
     for j, e in enumerate(ft_entries):
         e = dict(e)
         suffix = str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else ""))
-        if "data" in e or not pretrain_names or e.get("task") == "translation":  # translation: one model per entry
+        spec = tasks.TASKS.get(str(e.get("task", "xnli")))
+        if "data" in e or not pretrain_names or (spec and spec.starts_from != "pretrain"):  # e.g. translation: one model
             name = suffix or str(e.get("task", "finetune"))
             add(Node(f"finetune.{name}", "finetune", name, e, f"{recipe} [finetune] {name}"))
             continue
@@ -190,16 +191,21 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
         elif node.stage == "pretrain":
             deps = first("bpe-apply", "prepare") + first("vocab-score")
         elif node.stage == "finetune":
-            task = v.get("task", "xnli")
-            # xnli starts from its pretrain run; translation reads the parallel id shards (and names a pretrain
-            # run, if any, through its own `init-encoder` key)
-            deps = ([node.parent] if node.parent else []) if task == "xnli" else first("bpe-apply", "prepare")
+            spec = tasks.TASKS.get(str(v.get("task", "xnli")))
+            # xnli/pos start from their pretrain run; translation reads the parallel id shards (and names a
+            # pretrain run, if any, through its own `init-encoder` key)
+            deps = ([node.parent] if node.parent else []) if spec is None or spec.starts_from == "pretrain" \
+                else first("bpe-apply", "prepare")
         elif node.stage == "evaluate":
-            task = v.get("task", "xnli")
-            want = "finetune" if task in ("xnli", "translation") else "pretrain"
-            deps = [n for n in ids if nodes[n].stage == want]
-            if "name" not in v_keys and deps:
-                v["name"] = [nodes[n].name for n in deps]
+            task = str(v.get("task", "xnli"))
+            spec = tasks.TASKS.get(task)
+            reads = spec.reads if spec else ("finetune",)
+            # finetune runs of this task (a task without fine-tuning of its own, like xtreme, reads them all)
+            deps = [n for n in ids if nodes[n].stage in reads and (nodes[n].stage != "finetune" or not spec or
+                    not spec.finetune or str(nodes[n].values.get("task", "xnli")) == task)]
+            if "name" not in v_keys and deps:  # reading both: a finetune run is named after its pretrain run
+                v["name"] = [nodes[nodes[n].parent].name if len(reads) > 1 and nodes[n].parent else nodes[n].name
+                             for n in deps]
         node.deps = node.deps + deps
         v["data"] = [f"@{d}" for d in deps]
     order(nodes)  # raises on a cycle
@@ -318,11 +324,13 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     rows = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
               for n in plan]
     comparison = None
-    for n in reversed(plan):
+    for n in reversed(plan):  # the last comparison report: xtreme (when it ran now) or xnli
         node = nodes[n]
-        if node.stage == "evaluate" and getattr(node.cfg, "task", "") == "xnli" and node.status in ("ran", "skipped (done)"):
-            comparison = node.summary if node.summary else _xnli_summary_from_disk(Path(node.cfg.out))
-            break
+        task = getattr(node.cfg, "task", "")
+        if node.stage == "evaluate" and task in ("xnli", "xtreme") and node.status in ("ran", "skipped (done)"):
+            comparison = node.summary or (_xnli_summary_from_disk(Path(node.cfg.out)) if task == "xnli" else None)
+            if comparison:
+                break
     return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
             "seconds": round(time.time() - t_all, 1), "comparison": comparison}
 

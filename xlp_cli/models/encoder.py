@@ -90,11 +90,14 @@ class TransformerEncoder(nn.Module):
         return self.lang_encoding.prefix_len
 
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, positions: torch.Tensor | None = None,
-                pad_mask: torch.Tensor | None = None, pred_mask: torch.Tensor | None = None) -> torch.Tensor:
+                pad_mask: torch.Tensor | None = None, pred_mask: torch.Tensor | None = None,
+                upto: int | None = None) -> torch.Tensor:
         """ids [B, T]; langs [B] or [B, T]; positions [B, T] (default 0..T-1); pad_mask [B, T] True at padding.
 
         Returns hidden states [B, prefix_len + T, d]; with `pred_mask` [B, T] bool, the MLM logits [N, V] of
         the N masked positions instead (so DDP / torch.compile see the head inside forward).
+        `upto` = k returns the states after the first k layers (0: the embedding output; sentence retrieval
+        reads a middle layer); the final LayerNorm of pre-LN models belongs to the last layer's output only.
         """
         b, t = ids.shape
         langs = expand_langs(langs, t)
@@ -113,11 +116,13 @@ class TransformerEncoder(nn.Module):
         if pad_mask is not None:
             attn_mask = ~pad_mask[:, None, None, :]
             x = x.masked_fill(pad_mask[..., None], 0.0)
-        for layer in self.layers:
+        n = len(self.layers) if upto is None else upto
+        for layer in self.layers[:n]:
             x = layer(x, attn_mask)
             if pad_mask is not None:
                 x = x.masked_fill(pad_mask[..., None], 0.0)
-        x = self.ln_final(x)
+        if n == len(self.layers):
+            x = self.ln_final(x)
         if pred_mask is not None:
             return self.mlm_logits(self.token_states(x)[pred_mask])
         return x

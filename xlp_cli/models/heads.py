@@ -2,6 +2,8 @@
 
     model = SequenceClassifier(encoder, n_labels=3, dropout=0.0)     # XNLI: XLM's first-position classifier
     logits = model(ids, langs, pad_mask)                             # [B, n_labels]
+    tagger = TokenClassifier(encoder, n_labels=17)                   # POS: a label per input token
+    logits = tagger(ids, langs, pad_mask)                            # [B, T, n_labels]
 
 `freeze_language_parameters(model)` freezes the encoding's language parameters when its registry line says
 `frozen_when_finetuning` (XLP's projections, XLP paper appendix B.1).
@@ -51,6 +53,17 @@ class SequenceClassifier(nn.Module):
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, pad_mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.encoder(ids, langs, None, pad_mask)
         return self.head(self.drop(self.encoder.pooled(hidden)))
+
+
+class TokenClassifier(SequenceClassifier):
+    """A token classifier (XTREME's POS tagger): the same body and Linear(d, n_labels) on every input token's
+    last hidden state (prefix slots of attaching / vle-padding dropped), so logits line up with `ids`."""
+
+    KIND = "tagger"
+
+    def forward(self, ids: torch.Tensor, langs: torch.Tensor, pad_mask: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = self.encoder(ids, langs, None, pad_mask)
+        return self.head(self.drop(self.encoder.token_states(hidden)))
 
 
 def set_dropout(module: nn.Module, p: float) -> None:

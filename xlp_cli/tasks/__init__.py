@@ -20,6 +20,10 @@ class TaskSpec:
     evaluate: tuple[str, str] | None = None
     finetune_summary: str | None = None        # printer of the run's summary dict
     evaluate_summary: str | None = None
+    starts_from: str = "pretrain"              # recipes: finetune reads a pretrain run ("pretrain": one fine-tuning
+                                               # per pretrain entry) or the id shards ("ids")
+    reads: tuple[str, ...] = ("finetune",)     # recipes: the stages whose runs `xlp evaluate` compares; a task that
+                                               # reads both names each finetune run after its pretrain run
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -29,19 +33,33 @@ TASKS: dict[str, TaskSpec] = {
         evaluate=("xlp_cli.tasks.xnli.config:XnliEvalConfig", "xlp_cli.tasks.xnli.scores:run"),
         finetune_summary="xlp_cli.tasks.xnli.finetune:print_summary",
         evaluate_summary="xlp_cli.tasks.xnli.scores:print_summary"),
+    "pos": TaskSpec(
+        "UD POS tagging: train on English, tag every UD language zero-shot (XTREME); word accuracy and transfer gap",
+        finetune=("xlp_cli.tasks.pos.config:PosConfig", "xlp_cli.tasks.pos.finetune:run"),
+        evaluate=("xlp_cli.tasks.pos.config:PosEvalConfig", "xlp_cli.tasks.pos.scores:run"),
+        finetune_summary="xlp_cli.tasks.pos.finetune:print_summary",
+        evaluate_summary="xlp_cli.tasks.pos.scores:print_summary"),
+    "retrieval": TaskSpec(
+        "sentence retrieval without fine-tuning (XTREME's Tatoeba, and UD PUD): xx<->en cosine nearest neighbours",
+        evaluate=("xlp_cli.tasks.retrieval.config:RetrievalConfig", "xlp_cli.tasks.retrieval.scores:run"),
+        evaluate_summary="xlp_cli.tasks.retrieval.scores:print_summary", reads=("pretrain",)),
+    "xtreme": TaskSpec(
+        "one report: XNLI, POS and retrieval of several runs side by side (mean ± std over seeds, marked differences)",
+        evaluate=("xlp_cli.tasks.xtreme:XtremeConfig", "xlp_cli.tasks.xtreme:run"),
+        evaluate_summary="xlp_cli.tasks.xtreme:print_summary", reads=("finetune", "pretrain")),
     "translation": TaskSpec(
         "multilingual translation (transformer or interlingua) on parallel id shards; BLEU",
         finetune=("xlp_cli.tasks.translation.config:TranslationConfig", "xlp_cli.tasks.translation.finetune:run"),
         evaluate=("xlp_cli.tasks.translation.config:TranslationEvalConfig", "xlp_cli.tasks.translation.bleu:run"),
         finetune_summary="xlp_cli.tasks.translation.finetune:print_summary",
-        evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary"),
+        evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary", starts_from="ids"),
     "lexicon": TaskSpec(
         "bilingual-dictionary cosine and P@1/P@5 of pre-trained embeddings (VLE Table 2)",
         evaluate=("xlp_cli.tasks.lexicon:LexiconConfig", "xlp_cli.tasks.lexicon:run"),
-        evaluate_summary="xlp_cli.tasks.lexicon:print_summary"),
+        evaluate_summary="xlp_cli.tasks.lexicon:print_summary", reads=("pretrain",)),
     "analysis": TaskSpec(
         "XLP Fig. 2/4/5 and VLE Fig. 2 of pre-trained runs, as PNG and numbers",
-        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run")),
+        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run"), reads=("pretrain",)),
 }
 
 

@@ -27,6 +27,7 @@ from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
+from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
 from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
@@ -35,80 +36,9 @@ from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
 
 
-def _fmt(v: float) -> str:
-    return f"{v:g}"
-
-
-# ---------------------------------------------------------------- the pre-trained run
-class Pretrained:
-    """The pre-training run: model config, languages, text encoder, and the vocabulary check."""
-
-    def __init__(self, run: Path, which: str):
-        self.run = Path(run)
-        self.manifest = artifacts.read_manifest(self.run, stage="pretrain")
-        self.which = which
-        model = ckpt.load_pretrained(self.run, which)
-        self.config = model.config
-        self.langs: list[str] = list(model.config.langs)
-        self.prefix_len = int(model.prefix_len)
-        self.frozen_when_finetuning = model.lang_encoding.spec.frozen_when_finetuning
-        self.text_encoder = self._text_encoder()
-        self._check_vocabulary()
-
-    def _text_encoder(self):
-        from xlp_cli.bpe.encoder import TextEncoder
-
-        return TextEncoder.from_folder(self.run)
-
-    def _check_vocabulary(self) -> None:
-        te = self.text_encoder
-        n = None
-        for attr in ("vocab_size", "n_words"):
-            if isinstance(getattr(te, attr, None), int):
-                n = getattr(te, attr)
-                break
-        if n is None and getattr(te, "dictionary", None) is not None:
-            try:
-                n = len(te.dictionary)
-            except TypeError:
-                n = None
-        if n is not None and n != self.config.vocab_size:
-            raise BadInput(f"checkpoint vocabulary ({self.config.vocab_size} ids) does not match the run's "
-                           f"dictionary ({n} ids): the model was not trained on this BPE/dictionary", path=self.run)
-        run_dict = self.run / "dict.txt"
-        te_dict = Path(te.ids_dir) / "dict.txt" if getattr(te, "ids_dir", None) else None
-        if run_dict.is_file() and te_dict and Path(te_dict).is_file() and Path(te_dict).resolve() != run_dict.resolve():
-            if artifacts.sha256_file(run_dict) != artifacts.sha256_file(te_dict):
-                raise BadInput(f"the run's dict.txt differs from the dictionary of its id shards ({te_dict})", path=run_dict)
-
-    def new_classifier(self, dropout: float, device: torch.device) -> SequenceClassifier:
-        encoder = ckpt.load_pretrained(self.run, self.which)
-        return SequenceClassifier(encoder, dropout=dropout).to(device)
-
-    def lang_index(self, lang: str) -> int:
-        if lang not in self.langs:
-            raise BadInput(f"language {lang!r} has no pre-training data in this run (its languages: "
-                           f"{', '.join(self.langs)})", path=self.run)
-        return self.langs.index(lang)
-
-
-# ---------------------------------------------------------------- one training run
-def read_done(folder: Path) -> dict[str, Any] | None:
-    path = Path(folder) / "done.json"
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None
-
-
 def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: dict[str, xd.Encoded],
               lr: float, bs: int, seed: int, cfg: XnliConfig, rt: Runtime) -> dict[str, Any]:
     """Fine-tune one grid point on the engine (resuming its `last` checkpoint); returns done.json's content."""
-    done = read_done(run_dir)
-    if done is not None:
-        return done
     torch.manual_seed(seed)
     model = pre.new_classifier(cfg.dropout, rt.device)
     frozen = [] if cfg.unfreeze_projections else freeze_language_parameters(model, model.encoder)
@@ -122,12 +52,8 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
                                betas=(0.9, 0.999), eps=1e-8, clip_norm=cfg.clip_norm, seed=seed,
                                eval_every=objective.steps_per_epoch, save_every=cfg.save_every,
                                log_every=cfg.log_every, label=f"{run_dir.parent.name}/{run_dir.name}")
-    res = engine.fit(objective, model, settings, run_dir, rt)
-    info = {"lr": lr, "batch_size": bs, "seed": seed, "best_score": res["best_score"], "best_step": res["best_step"],
-            "best_dev": (res["best_metrics"] or {}).get("dev", {}), "steps": res["steps"], "frozen": frozen,
-            "train_examples": len(objective.seqs)}
-    artifacts.write_json_atomic(run_dir / "done.json", info)
-    return info
+    return fit_point(run_dir, model, objective, settings, rt, {"lr": lr, "batch_size": bs, "seed": seed,
+                     "frozen": frozen, "train_examples": len(objective.seqs)})
 
 
 # ---------------------------------------------------------------- the stage
@@ -156,14 +82,9 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     if cfg.setting == "transfer":
         pre.lang_index(cfg.train_lang)
 
-    config = cfgmod.identity(cfg)
-    config["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force)
-    if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
-        ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
-        summary = json.loads((cfg.out / "results.json").read_text(encoding="utf-8"))
-        return {**summary, "skipped": True}
+    config, finished = start(cfg)
+    if finished is not None:
+        return finished
 
     # data
     # a dev/test file without a language column (e.g. MNLI's validation set) is English
@@ -231,23 +152,13 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     # grid x seeds
     results: dict[str, Any] = {"groups": {}}
     for g in groups:
-        grid = []
-        for lr in lrs:
-            for bs in bss:
-                per_seed = []
-                for seed in cfg.seeds:
-                    run_dir = cfg.out / "runs" / g["name"] / f"lr{_fmt(lr)}-bs{bs}-seed{seed}"
-                    run_dir.mkdir(parents=True, exist_ok=True)
-                    per_seed.append(train_one(run_dir, pre, g["train"], g["select"], lr, bs, seed, cfg, rt))
-                mean = float(np.mean([d["best_score"] for d in per_seed]))
-                grid.append({"lr": lr, "batch_size": bs, "mean_selection_accuracy": mean, "seeds": per_seed})
-        chosen = max(grid, key=lambda e: e["mean_selection_accuracy"])
-        results["groups"][g["name"]] = {"grid": grid, "selected": {"lr": chosen["lr"], "batch_size": chosen["batch_size"]},
+        found = search(cfg.out / "runs" / g["name"], lrs, bss, cfg.seeds,
+                       lambda d, lr, bs, seed: train_one(d, pre, g["train"], g["select"], lr, bs, seed, cfg, rt))
+        results["groups"][g["name"]] = {"grid": found["grid"], "selected": found["selected"],
                                         "source": g.get("source", str(train_file))}
         # predictions of the selected point's best checkpoint, per seed
         for seed in cfg.seeds:
-            run_dir = cfg.out / "runs" / g["name"] / f"lr{_fmt(chosen['lr'])}-bs{chosen['batch_size']}-seed{seed}"
-            model = ckpt.load_model(run_dir / "checkpoints" / "best", rt.device)
+            model = ckpt.load_model(found["best"][seed], rt.device)
             for lang, splits in g["predict"].items():
                 for split, e in splits.items():
                     if e is None:
@@ -257,10 +168,8 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
 
     summary = summarize(cfg, pre, langs, results, skipped_rows)
     artifacts.write_json_atomic(cfg.out / "results.json", summary)
-    manifest = artifacts.new_manifest(
-        "finetune", config,
-        upstream=[{"path": str(run.resolve()), "stage": "pretrain", "config_hash": pre.manifest.get("config_hash")}],
-        encoding=pre.config.lang_encoding, langs=langs)
+    manifest = artifacts.new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
+                                      langs=langs)
     manifest["inputs"] = [{"path": str(p), "sha256": artifacts.sha256_file(p)}
                           for p in ([train_file] if cfg.setting == "transfer" else []) + [dev_file, test_file] if p.is_file()]
     manifest["outputs"] = {"results": "results.json", "predictions": "predictions"}

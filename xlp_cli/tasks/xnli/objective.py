@@ -1,8 +1,6 @@
 """The XNLI training objective on the engine: cross-entropy of a sentence-pair classifier, epochs of
-examples in a seeded order, and the selection accuracy (dev) that picks the best checkpoint.
-
-Each epoch's order is a permutation seeded by (seed, epoch) alone, so a run resumes anywhere by its step count;
-`epoch_size` examples (default: all) make one epoch of `ceil(epoch_size / batch_size)` updates.
+examples in a seeded order (`tasks.finetuning.Epochs`), and the selection accuracy (dev) that picks the best
+checkpoint.
 """
 
 from __future__ import annotations
@@ -14,8 +12,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xlp_cli.tasks.finetuning import Epochs
 from xlp_cli.tasks.xnli import data as xd
-from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime
 
 
@@ -56,7 +54,7 @@ def accuracy(model: torch.nn.Module, enc: xd.Encoded, langs: LangIds, device: to
     return float(100.0 * (pred == enc.labels).mean())
 
 
-class Classify(Objective):
+class Classify(Epochs):
     metric, maximize = "score", True
 
     def __init__(self, train: list[xd.Encoded], select: dict[str, xd.Encoded], lang_index: Any, batch_size: int,
@@ -66,21 +64,11 @@ class Classify(Objective):
         self.langs = LangIds(train, lang_index)
         self.select = select
         self.select_langs = {lang: LangIds([enc], lang_index) for lang, enc in select.items()}
-        self.batch_size, self.seed, self.eval_batch_size, self.rt = batch_size, seed, eval_batch_size, rt
-        n = len(self.seqs)
-        self.per_epoch = min(n, epoch_size) if epoch_size else n
-        self.steps_per_epoch = math.ceil(self.per_epoch / batch_size)
-        self._perm: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int64))
-
-    def _order(self, epoch: int) -> np.ndarray:
-        if self._perm[0] != epoch:  # each epoch's order depends only on (seed, epoch): resumable anywhere
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm = (epoch, torch.randperm(len(self.seqs), generator=g).numpy()[:self.per_epoch])
-        return self._perm[1]
+        self.eval_batch_size, self.rt = eval_batch_size, rt
+        super().__init__(len(self.seqs), batch_size, seed, epoch_size)
 
     def micro_batches(self, step: int, n: int) -> Iterator[tuple[torch.Tensor, ...]]:
-        epoch, pos = divmod(step, self.steps_per_epoch)
-        rows = self._order(epoch)[pos * self.batch_size: (pos + 1) * self.batch_size]
+        rows = self.rows(step)
         ids, mask = xd.collate([self.seqs[r] for r in rows])
         yield ids, self.langs.batch(rows, ids.shape[1]), mask, torch.from_numpy(self.labels[rows])
 

@@ -63,8 +63,9 @@ def read_valid_curve(run_folder: Path) -> list[tuple[int, float]]:
 
 
 # ---------------------------------------------------------------- plots
-def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accuracy per language") -> Path:
-    langs = scores["langs"] + ["avg"]
+def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accuracy per language",
+                  chance: float | None = 100 / 3, ylabel: str = "accuracy (%)", extra: tuple[str, ...] = ("avg",)) -> Path:
+    langs = scores["langs"] + list(extra)
     runs = list(scores["runs"].items())
     fig, ax = pyplot().subplots(figsize=(max(6.0, 0.6 * len(langs) * max(1, len(runs)) * 0.6 + 3), 4.0), dpi=110)
     width = 0.8 / max(1, len(runs))
@@ -77,8 +78,9 @@ def plot_accuracy(scores: dict[str, Any], path: Path, title: str = "XNLI accurac
                yerr=stds if any(stds) else None, capsize=2, label=name)
     ax.set_xticks(range(len(langs)))
     ax.set_xticklabels(langs)
-    ax.set_ylabel("accuracy (%)")
-    ax.axhline(100 / 3, color="grey", lw=0.8, ls="--", label="chance")
+    ax.set_ylabel(ylabel)
+    if chance is not None:
+        ax.axhline(chance, color="grey", lw=0.8, ls="--", label="chance")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -105,7 +107,7 @@ def table_rows(scores: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def rich_table(scores: dict[str, Any], title: str) -> Table:
+def rich_table(scores: dict[str, Any], title: str, gap_label: str = "gap (Table 3)") -> Table:
     """The terminal view: Table 1 transposed (a row per language, a column per run) so 15 languages fit."""
     header, rows = table_rows(scores)
     t = Table(title=title)
@@ -113,7 +115,7 @@ def rich_table(scores: dict[str, Any], title: str) -> Table:
     for r in rows:
         t.add_column(r[0], justify="right")
     for i, h in enumerate(header[1:], 1):
-        t.add_row(h if h != "gap" else "gap (Table 3)", *[r[i] for r in rows],
+        t.add_row(h if h != "gap" else gap_label, *[r[i] for r in rows],
                   style="bold" if h in ("avg", "gap") else None, end_section=h == header[-3])
     return t
 
@@ -125,11 +127,14 @@ NOTE = ("Accuracy (%) per language in the XLP paper's Table 1 order, then the av
 
 
 # ---------------------------------------------------------------- report
-def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, extra_md: str = "") -> dict[str, Any]:
-    """Write the PNGs, report.md, report.html and results.json into `out`. Returns the paths written."""
+def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, extra_md: str = "", task: str = "xnli",
+                 label: str = "XNLI", note: str = NOTE, chance: float | None = 100 / 3) -> dict[str, Any]:
+    """Write the PNGs, report.md, report.html and results.json into `out`. Returns the paths written.
+    (`task`, `label`, `note`, `chance`: another task with the same layout, e.g. POS.)"""
     out.mkdir(parents=True, exist_ok=True)
     pngs: list[tuple[str, Path]] = []
-    pngs.append(("Accuracy per language", plot_accuracy(scores, out / "xnli_accuracy.png", f"XNLI {split} accuracy per language")))
+    pngs.append(("Accuracy per language", plot_accuracy(scores, out / f"{task}_accuracy.png",
+                                                        f"{label} {split} accuracy per language", chance)))
     curves: dict[str, list[tuple[int, float]]] = {}
     for name, r in scores["runs"].items():
         for i, run_dir in enumerate(dict.fromkeys(r.get("pretrain_runs", []))):
@@ -141,7 +146,7 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
     scores["valid_curves"] = {k: v for k, v in curves.items()}
 
     header, rows = table_rows(scores)
-    md = [f"# {title}", "", f"XNLI {split} split. " + NOTE, "", markdown_table(header, rows), ""]
+    md = [f"# {title}", "", f"{label} {split} split. " + note, "", markdown_table(header, rows), ""]
     md += ["## Runs", ""]
     for name, r in scores["runs"].items():
         md.append(f"- **{name}**: {r['n_seeds']} seed(s); " + ", ".join(f"`{f}`" for f in r["folders"]))
@@ -155,9 +160,9 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
     esc = html.escape
     runs = [f"<b>{esc(n)}</b>: {r['n_seeds']} seed(s); " + ", ".join(f"<code>{esc(f)}</code>" for f in r["folders"])
             for n, r in scores["runs"].items()]
-    html_doc = html_page(title, f"XNLI {split} split. " + NOTE, [("", header, rows)], [("Runs", runs)], pngs)
+    html_doc = html_page(title, f"{label} {split} split. " + note, [("", header, rows)], [("Runs", runs)], pngs)
     artifacts.write_text_atomic(out / "report.html", html_doc)
-    results = {"task": "xnli", "split": split, **scores, "plots": [p.name for _, p in pngs]}
+    results = {"task": task, "split": split, **scores, "plots": [p.name for _, p in pngs]}
     artifacts.write_json_atomic(out / "results.json", results)
     return {"report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
             "results": str(out / "results.json"), "plots": [str(p) for _, p in pngs]}

@@ -73,11 +73,13 @@ class RunScores:
         return {l for per in self.acc.values() for l in per}
 
 
-def read_finetune_folder(folder: Path, split: str) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]], dict[str, Any]]:
-    """Accuracy per seed and language from one finetune folder's prediction files."""
+def read_finetune_folder(folder: Path, split: str, task: str = "xnli", accuracy: Any = accuracy_of_file
+                         ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]], dict[str, Any]]:
+    """Accuracy per seed and language from one finetune folder's prediction files (`accuracy(path)` ->
+    (%, rows) reads one file; POS passes its word-level reader)."""
     manifest = artifacts.read_manifest(folder, stage="finetune")
-    if manifest.get("config", {}).get("task", "xnli") != "xnli":
-        raise BadInput(f"not an xnli fine-tuning run (task {manifest['config'].get('task')!r})", path=folder)
+    if manifest.get("config", {}).get("task", "xnli") != task:
+        raise BadInput(f"not an {task} fine-tuning run (task {manifest['config'].get('task')!r})", path=folder)
     pred_root = folder / "predictions"
     acc: dict[str, dict[str, float]] = {}
     rows: dict[str, dict[str, int]] = {}
@@ -87,7 +89,7 @@ def read_finetune_folder(folder: Path, split: str) -> tuple[dict[str, dict[str, 
             m = _PRED_RE.match(p.name)
             if not m or m["split"] != split:
                 continue
-            a, n = accuracy_of_file(p)
+            a, n = accuracy(p)
             key = f"{folder.name}/{sd.name}"
             acc.setdefault(key, {})[m["lang"]] = a
             rows.setdefault(key, {})[m["lang"]] = n
@@ -101,13 +103,14 @@ def default_name(manifest: dict[str, Any], folder: Path) -> str:
     return str(enc) if enc else folder.name
 
 
-def collect(data: list[Path], names: list[str], split: str) -> list[RunScores]:
+def collect(data: list[Path], names: list[str], split: str, task: str = "xnli",
+            accuracy: Any = accuracy_of_file) -> list[RunScores]:
     """Read every folder; group folders by name (in first-seen order)."""
     runs: dict[str, RunScores] = {}
     auto: list[tuple[str, Path]] = []
     for i, folder in enumerate(data):
         folder = Path(folder)
-        acc, rows, manifest = read_finetune_folder(folder, split)
+        acc, rows, manifest = read_finetune_folder(folder, split, task, accuracy)
         name = names[i] if names else default_name(manifest, folder)
         if not names:
             auto.append((name, folder))

@@ -1,0 +1,80 @@
+"""`xlp evaluate --task pos`: word accuracy per language, average and transfer gap, mean +- std over seeds.
+
+Input: `xlp finetune --task pos` folders. Accuracy is recomputed from `predictions/seed<S>/<split>.<lang>.jsonl`
+(one sentence per line: {"id", "lang", "gold": [UPOS...], "pred": [UPOS...]}), never copied from results.json.
+A word counts when its gold tag is annotated (not "_"); a word left untagged ("" past --max-len) is an error.
+The table, the seed pooling and the "differs only beyond the seed spread" marking are XNLI's
+(`tasks/xnli/scores.py`, `tasks/xnli/report.py`): the transfer gap is English minus the mean of the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from xlp_cli.errors import BadInput
+
+NOTE = ("Word accuracy (%) of zero-shot POS tagging (17 UD v2 tags, the label on each word's first subword) per "
+        "language, then the average and the transfer gap (English minus the average of the other languages; "
+        "lower is better). Cells are mean ± std over seeds. ▲/▼ marks a difference to the baseline only when it "
+        "exceeds the seed spread (|Δ| > std_run + std_baseline, both with at least 2 seeds).")
+
+
+def token_accuracy(pairs: Iterable[tuple[list[str], list[str]]]) -> tuple[float, int]:
+    """(accuracy in %, scored words) over (gold tags, predicted tags) per sentence; gold "_" is not scored."""
+    correct = total = 0
+    for gold, pred in pairs:
+        for g, p in zip(gold, pred):
+            if g != "_":
+                total += 1
+                correct += int(g == p)
+    return (100.0 * correct / total if total else float("nan")), total
+
+
+def accuracy_of_file(path: Path) -> tuple[float, int]:
+    """(word accuracy in %, scored words) of one POS predictions file."""
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                gold, pred = row["gold"], row["pred"]
+                if not isinstance(gold, list) or not isinstance(pred, list) or len(gold) != len(pred):
+                    raise TypeError("'gold' and 'pred' must be lists of the same length")
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise BadInput(f"not a POS prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and "
+                               "'pred' tag lists", path=path, position=n) from None
+            pairs.append((gold, pred))
+    acc, n = token_accuracy(pairs)
+    if n == 0:
+        raise BadInput("predictions file has no scored word", path=path)
+    return acc, n
+
+
+def scores_of(data: list[Path], names: list[str], split: str, langs: list[str], baseline: str) -> dict[str, Any]:
+    from xlp_cli.tasks.xnli.scores import collect, score
+
+    return score(collect(data, names, split, task="pos", accuracy=accuracy_of_file), langs, baseline)
+
+
+def run(cfg: Any) -> dict[str, Any]:
+    from xlp_cli import config as cfgmod
+    from xlp_cli.tasks.xnli import report
+
+    scores = scores_of(cfg.data, cfg.name, cfg.split, cfgmod.parse_langs(cfg.lang), cfg.baseline)
+    title = cfg.title or "Zero-shot POS tagging: " + " vs ".join(scores["runs"])
+    paths = report.write_report(cfg.out, scores, title=title, split=cfg.split, task="pos", label="UD POS",
+                                note=NOTE, chance=None)
+    return {"task": "pos", "out": str(cfg.out), "title": title, "scores": scores, **paths}
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    from xlp_cli import ui
+    from xlp_cli.tasks.xnli.report import rich_table
+
+    ui.out.print(rich_table(summary["scores"], summary.get("title", "POS"), gap_label="transfer gap"))
+    ui.out.print(NOTE, style="dim", soft_wrap=True)
+    ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")
