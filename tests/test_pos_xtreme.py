@@ -18,12 +18,14 @@ from xlp_cli.errors import BadInput
 from xlp_cli.evaluate.run import run as evaluate
 from xlp_cli.finetune.run import run as finetune
 from xlp_cli.models.checkpoint import load_model, load_pretrained, read_config
+from xlp_cli.models.heads import TokenClassifier
 from xlp_cli.special_ids import EOS, UNK
 from xlp_cli.tasks.conllu import UPOS
 from xlp_cli.tasks.finetuning import Pretrained
 from xlp_cli.tasks.pos import data as pd
 from xlp_cli.tasks.pos.config import PosConfig, PosEvalConfig
 from xlp_cli.tasks.pos.finetune import predict
+from xlp_cli.tasks.retrieval.encode import load_encoder, sentence_vectors
 from xlp_cli.tasks.xnli.config import XnliConfig
 from xlp_cli.tasks.xtreme import XtremeConfig
 
@@ -83,8 +85,7 @@ def test_label_alignment_round_trips(runs, shared_data):
     assert n_multi > 100  # the BPE does split words, so the first-subword rule is exercised
     # cut at max_len: later words are not tagged, and the prediction says "" for them
     short = pd.encode(sents[:20], te, "en", 12)
-    model = pre.new_head(__import__("xlp_cli.models.heads", fromlist=["TokenClassifier"]).TokenClassifier, 0.0,
-                         torch.device("cpu"), n_labels=len(UPOS))
+    model = pre.new_head(TokenClassifier, 0.0, torch.device("cpu"), n_labels=len(UPOS))
     pred = predict(model, short, 0, torch.device("cpu"), 8)
     for p, g, f in zip(pred, short.gold, short.first):
         assert len(p) == len(g) and p.count("") == len(g) - len(f) and all(p[: len(f)])
@@ -113,6 +114,11 @@ def test_pos_learns_and_is_scored_from_predictions(finetuned, shared_data, runs,
     assert torch.equal(model.encoder.lang_encoding.weight, pre.lang_encoding.weight)
     assert not torch.equal(model.encoder.embed.weight, pre.embed.weight)
     assert summary["frozen_projections"] is True
+    # sentence retrieval reads the fine-tuned encoder of a tagger checkpoint too (text pipeline from upstream)
+    enc = load_encoder(best)
+    assert enc.model.config.lang_encoding == "xlp"
+    vecs = sentence_vectors(enc, ["Le chat dort .", "Il pleut ."], "fr", enc.layer(-1))
+    assert vecs.shape == (2, enc.model.config.d_model) and np.isfinite(vecs).all()
     # `xlp evaluate --task pos` recomputes the same numbers
     res = evaluate(from_dict(PosEvalConfig, {"task": "pos", "data": [str(finetuned["pos_additive"]), str(out)],
                                             "out": str(tmp_path / "ev")}))

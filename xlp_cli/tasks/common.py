@@ -49,6 +49,38 @@ class FinetuneCommon:
             raise BadInput("--log-every must be at least 1")
 
 
+def validate_head_training(cfg: Any, task: str) -> None:
+    """The checks of a task that trains a head on one pre-trained run (xnli, pos): batch sizes, dropout,
+    exactly one --data, --max-len."""
+    if any(v <= 0 for v in cfg.batch_size):
+        raise BadInput("--batch-size values must be positive")
+    if not 0.0 <= cfg.dropout < 1.0:
+        raise BadInput(f"--dropout must be in [0, 1), got {cfg.dropout}")
+    if len(cfg.data) != 1:
+        raise BadInput(f"{task} fine-tuning needs exactly one --data: an `xlp pretrain` run folder")
+    if cfg.max_len < 8:
+        raise BadInput("--max-len must be at least 8")
+
+
+def print_seed_table(title: str, langs: list[str], by_seed: dict[str, dict[str, float]]) -> None:
+    """A terminal table of accuracy per seed (rows) and language (columns), with the average."""
+    import math
+
+    from rich.table import Table
+
+    from xlp_cli import ui
+
+    t = Table(title=title)
+    t.add_column("seed")
+    for lang in langs + ["avg"]:
+        t.add_column(lang, justify="right")
+    for seed, per in by_seed.items():
+        vals = [per.get(lang, math.nan) for lang in langs]
+        known = [v for v in vals if not math.isnan(v)]
+        t.add_row(seed, *[f"{v:.1f}" for v in vals], f"{sum(known) / len(known):.1f}" if known else "-")
+    ui.out.print(t)
+
+
 @dataclasses.dataclass
 class EvaluateCommon:
     task: str = opt("xnli", "What to evaluate (the registry in xlp_cli/tasks).", choices=registry.names("evaluate"))

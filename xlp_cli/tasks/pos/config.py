@@ -6,8 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
-from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon
+from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon, validate_head_training
 
 # XTREME's UD-POS defaults (Hu et al. 2020, their run_tag.py): lr 2e-5, batch size 32, 128 subwords
 DEFAULT_LR = [2e-5]
@@ -17,6 +16,9 @@ EWT_DEV = "ud_treebanks/UD_English-EWT/en_ewt-ud-dev.conllu.gz"
 
 @dataclasses.dataclass
 class PosConfig(FinetuneCommon):
+    epochs: int = opt(10, "Passes over the training set (pos: 10, as XTREME).")
+    warmup: int = opt(0, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate; "
+                         "pos default, XTREME has no warm-up).")
     batch_size: list[int] = opt(factory=list, help="pos: batch sizes to search (default: 32, as XTREME). "
                                                    "--lr takes several values too (default 2e-5).")
     weight_decay: float = opt(0.0, "Decoupled (AdamW) weight decay.")
@@ -42,14 +44,7 @@ class PosConfig(FinetuneCommon):
 
     def validate(self) -> None:
         super().validate()
-        if any(v <= 0 for v in self.batch_size):
-            raise BadInput("--batch-size values must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise BadInput(f"--dropout must be in [0, 1), got {self.dropout}")
-        if len(self.data) != 1:
-            raise BadInput("pos fine-tuning needs exactly one --data: an `xlp pretrain` run folder")
-        if self.max_len < 8:
-            raise BadInput("--max-len must be at least 8")
+        validate_head_training(self, "pos")
 
 
 @dataclasses.dataclass

@@ -28,6 +28,7 @@ from xlp_cli.evaluate.render import order_langs
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import TokenClassifier, freeze_language_parameters
 from xlp_cli.tasks import conllu
+from xlp_cli.tasks.common import print_seed_table
 from xlp_cli.tasks.finetuning import Epochs, Pretrained, fit_point, search, start
 from xlp_cli.tasks.pos import data as pd
 from xlp_cli.tasks.pos.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, EWT_DEV, PosConfig
@@ -194,16 +195,7 @@ def summarize(cfg: PosConfig, pre: Pretrained, langs: list[str], found: dict[str
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    langs = summary["langs"]
-    t = Table(title=f"xlp finetune pos ({summary['encoding']}): test word accuracy (zero-shot from {summary['train_lang']})")
-    t.add_column("seed")
-    for l in langs + ["avg"]:
-        t.add_column(l, justify="right")
-    for seed, per in summary["accuracy"].items():
-        vals = [per.get(l, math.nan) for l in langs]
-        t.add_row(seed, *[f"{v:.1f}" for v in vals], f"{np.nanmean(vals):.1f}")
-    ui.out.print(t)
+    print_seed_table(f"xlp finetune pos ({summary['encoding']}): test word accuracy (zero-shot from "
+                     f"{summary['train_lang']})", summary["langs"], summary["accuracy"])
     ui.out.print(f"transfer gap {summary['gap']:.1f}; selected lr={summary['selected']['lr']:g} "
                  f"batch size={summary['selected']['batch_size']}; out: {summary['out']}")

@@ -9,7 +9,6 @@ The table, the seed pooling and the "differs only beyond the seed spread" markin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,23 +31,16 @@ def token_accuracy(pairs: Iterable[tuple[list[str], list[str]]]) -> tuple[float,
     return (100.0 * correct / total if total else float("nan")), total
 
 
+def _same_length_lists(gold: Any, pred: Any) -> None:
+    if not isinstance(gold, list) or not isinstance(pred, list) or len(gold) != len(pred):
+        raise TypeError("'gold' and 'pred' must be tag lists of the same length")
+
+
 def accuracy_of_file(path: Path) -> tuple[float, int]:
     """(word accuracy in %, scored words) of one POS predictions file."""
-    pairs = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                gold, pred = row["gold"], row["pred"]
-                if not isinstance(gold, list) or not isinstance(pred, list) or len(gold) != len(pred):
-                    raise TypeError("'gold' and 'pred' must be lists of the same length")
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise BadInput(f"not a POS prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and "
-                               "'pred' tag lists", path=path, position=n) from None
-            pairs.append((gold, pred))
-    acc, n = token_accuracy(pairs)
+    from xlp_cli.tasks.xnli.scores import prediction_rows
+
+    acc, n = token_accuracy(prediction_rows(path, _same_length_lists))
     if n == 0:
         raise BadInput("predictions file has no scored word", path=path)
     return acc, n

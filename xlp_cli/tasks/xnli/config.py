@@ -6,8 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
-from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon
+from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon, validate_head_training
 
 SETTINGS = ("transfer", "translate-train")
 # XLP paper, appendix B.1 / Table 6, fine-tuning column
@@ -43,14 +42,7 @@ class XnliConfig(FinetuneCommon):
 
     def validate(self) -> None:
         super().validate()
-        if any(v <= 0 for v in self.batch_size):
-            raise BadInput("--batch-size values must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise BadInput(f"--dropout must be in [0, 1), got {self.dropout}")
-        if len(self.data) != 1:
-            raise BadInput("xnli fine-tuning needs exactly one --data: an `xlp pretrain` run folder")
-        if self.max_len < 8:
-            raise BadInput("--max-len must be at least 8")
+        validate_head_training(self, "xnli")
 
 
 @dataclasses.dataclass

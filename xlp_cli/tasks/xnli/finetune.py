@@ -27,6 +27,7 @@ from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
+from xlp_cli.tasks.common import print_seed_table
 from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
 from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
@@ -207,18 +208,8 @@ def summarize(cfg: XnliConfig, pre: Pretrained, langs: list[str], results: dict[
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    langs = summary["langs"]
-    t = Table(title=f"xlp finetune xnli ({summary['setting']}, {summary['encoding']}): test accuracy")
-    t.add_column("seed")
-    for l in langs + ["avg"]:
-        t.add_column(l, justify="right")
-    for seed, per in summary["accuracy"].items():
-        test = per.get("test", {})
-        vals = [test.get(l, math.nan) for l in langs]
-        t.add_row(seed, *[f"{v:.1f}" for v in vals], f"{np.nanmean(vals):.1f}")
-    ui.out.print(t)
+    print_seed_table(f"xlp finetune xnli ({summary['setting']}, {summary['encoding']}): test accuracy", summary["langs"],
+                     {seed: per.get("test", {}) for seed, per in summary["accuracy"].items()})
     for name, g in summary.get("groups", {}).items():
         ui.out.print(f"{name}: selected lr={g['selected']['lr']:g} batch size={g['selected']['batch_size']}")
     ui.out.print(f"out: {summary['out']}")

@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
@@ -38,9 +38,9 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return m, math.sqrt(var)
 
 
-def accuracy_of_file(path: Path) -> tuple[float, int]:
-    """(accuracy in %, rows) of one predictions file."""
-    correct = total = 0
+def prediction_rows(path: Path, check: Any = None) -> Iterator[tuple[Any, Any]]:
+    """(gold, pred) of every line of a predictions file (JSON objects with "gold" and "pred"); `check(gold, pred)`
+    may raise TypeError for a task's own shape. A bad line is a one-line BadInput naming file and line."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -48,11 +48,20 @@ def accuracy_of_file(path: Path) -> tuple[float, int]:
             try:
                 row = json.loads(line)
                 gold, pred = row["gold"], row["pred"]
+                if check is not None:
+                    check(gold, pred)
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 raise BadInput(f"not a prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and 'pred'",
                                path=path, position=n) from None
-            total += 1
-            correct += int(gold == pred)
+            yield gold, pred
+
+
+def accuracy_of_file(path: Path) -> tuple[float, int]:
+    """(accuracy in %, rows) of one predictions file."""
+    correct = total = 0
+    for gold, pred in prediction_rows(path):
+        total += 1
+        correct += int(gold == pred)
     if total == 0:
         raise BadInput("predictions file is empty", path=path)
     return 100.0 * correct / total, total
