@@ -29,6 +29,7 @@ from typing import Any
 from xlp_cli import artifacts, config as cfgmod, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
+from xlp_cli.tasks import TASKS
 
 ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages.py)
 STAGES = {n: stages.STAGES[n] for n in ORDER}
@@ -195,8 +196,8 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
             # run, if any, through its own `init-encoder` key)
             deps = ([node.parent] if node.parent else []) if task == "xnli" else first("bpe-apply", "prepare")
         elif node.stage == "evaluate":
-            task = v.get("task", "xnli")
-            want = "finetune" if task in ("xnli", "translation") else "pretrain"
+            task = str(v.get("task", "xnli"))
+            want = TASKS[task].evaluate_reads if task in TASKS else "finetune"  # an unknown task fails in its config
             deps = [n for n in ids if nodes[n].stage == want]
             if "name" not in v_keys and deps:
                 v["name"] = [nodes[n].name for n in deps]
