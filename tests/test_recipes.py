@@ -104,6 +104,10 @@ def test_shipped_recipes_parse():
         for nid in recipes.order(nodes):  # every table builds a valid stage config
             recipes.build_config(nodes[nid], nodes, force=False)
         assert {"pretrain.additive", "pretrain.xlp", "finetune.additive", "finetune.xlp", "evaluate.xnli"} <= set(nodes)
+    for name in ("translation_demo.toml", "interlingua_study.toml"):
+        nodes, _ = recipes.parse(REPO / "pipelines" / name)
+        for nid in recipes.order(nodes):
+            recipes.build_config(nodes[nid], nodes, force=False)
 
 
 def test_study_recipes_parse_with_seeds_as_runs_of_one_configuration():
