@@ -82,7 +82,8 @@ class CrossAttentionMLM(MaskedLM):
         obj.with_tlm = cfg.objective.startswith("tlm+")
         obj.valid_pairs = {}
         if rt.main:
-            for k, (name, stream) in enumerate(obj.data.pairs.items()):
+            streams_by_name = {stream.pair: stream for stream in obj.data.pairs.values()}  # one per pair (or slot)
+            for k, (name, stream) in enumerate(streams_by_name.items()):
                 paths = artifacts.shard_paths(inputs.ids_dir / "valid" / name)
                 if not paths:
                     continue
@@ -103,7 +104,7 @@ class CrossAttentionMLM(MaskedLM):
         pair = Side(*(t.to(dev) for t in (pair.ids, pair.langs, pair.positions, pair.pad_mask)))
         lh, ls, _ = pair_losses(model, pair, tgt.to(dev), prd.to(dev))
         total = lh + ls
-        info: dict[str, Any] = {"tokens": batch.n_tokens * self.rt.world, "batches": batch.name,
+        info: dict[str, Any] = {"tokens": self.global_tokens(batch), "batches": batch.name,
                                 "loss_h": float(lh.detach()), "loss_s": float(ls.detach())}
         if self.with_tlm:
             lt, _ = super().loss(model, (batch, inputs, targets, pred))
