@@ -51,7 +51,7 @@ def stack_pair(x: Side, y: Side) -> Side:
             return s.positions if s.positions is not None else torch.arange(s.ids.shape[1])[None].expand_as(s.ids)
         pos = torch.cat([_pad_to(p(x), t, 0), _pad_to(p(y), t, 0)])
     return Side(torch.cat([_pad_to(x.ids, t, PAD), _pad_to(y.ids, t, PAD)]),
-                torch.cat([_pad_to(x.langs, t, 0), _pad_to(y.langs, t, 0)]).clamp(min=0), pos,
+                torch.cat([_pad_to(x.langs, t, 0), _pad_to(y.langs, t, 0)]), pos,
                 torch.cat([_pad_to(x.pad_mask, t, True), _pad_to(y.pad_mask, t, True)]))
 
 
