@@ -32,6 +32,7 @@ from xlp_cli.models.blocks import Block, reorder_cache  # noqa: F401  (reorder_c
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, spec as encoding_spec
 from xlp_cli.models.encodings import build_encoding
 from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS, PresetConfig
+from xlp_cli.models.veco import tie_self_attention
 from xlp_cli.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
 
 ARCHS = ("transformer", "interlingua")
@@ -61,6 +62,10 @@ class Seq2SeqConfig(PresetConfig):
     # no embedding scaling and an embedding LayerNorm like XLM's own decoder, and shares its embeddings.
     encoder_kind: str = "native"
     encoder_config: dict[str, Any] | None = None  # the pretrained encoder's ModelConfig (encoder_kind "xlm")
+    # "encoder": the decoder layers are shaped like the pretrained encoder's (GELU, its heads and FFN, LayerNorm
+    # eps 1e-12), so a VECO run initialises them (models/veco.py); "fairseq": the layers of `block` below.
+    decoder_layout: str = "fairseq"
+    tie_self_attention: bool = False  # VECO: decoder layer i shares the self-attention of its encoder layer
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -79,6 +84,8 @@ class Seq2SeqConfig(PresetConfig):
             raise BadInput(f"model width {self.d_model} is not divisible by {self.heads} heads")
         if self.d_model % 2:
             raise BadInput("model width must be even (sinusoidal positions)")
+        if (self.decoder_layout == "encoder" or self.tie_self_attention) and self.encoder_kind != "xlm":
+            raise BadInput("decoder layers shaped like (or tied to) a pretrained encoder need --init-encoder")
 
     PRESETS = PRESETS
 
@@ -89,7 +96,13 @@ class Seq2SeqConfig(PresetConfig):
             raise BadInput(f"language {lang!r} is not one the model was trained with ({', '.join(self.langs)})") from None
 
     def block(self, *, self_attn: bool = True, cross_attn: bool = False) -> Block:
-        """A layer of this model: ReLU FFN with dropout after the activation, LayerNorm eps 1e-5 (fairseq)."""
+        """A layer of this model: ReLU FFN with dropout after the activation, LayerNorm eps 1e-5 (fairseq), or
+        with `decoder_layout="encoder"` a layer of the pretrained encoder's shape (XLM's defaults)."""
+        if self.decoder_layout == "encoder":
+            e = self.encoder_config or {}
+            return Block(self.d_model, int(e["n_heads"]), int(e["d_ff"]), dropout=self.dropout,
+                         attention_dropout=self.attn_dropout, pre_ln=bool(e.get("pre_ln")), self_attn=self_attn,
+                         cross_attn=cross_attn)
         return Block(self.d_model, self.heads, self.ffn, dropout=self.dropout, attention_dropout=self.attn_dropout,
                      activation="relu", activation_dropout=self.dropout, pre_ln=self.pre_norm, ln_eps=1e-5,
                      self_attn=self_attn, cross_attn=cross_attn)
@@ -146,6 +159,8 @@ class Seq2Seq(nn.Module):
             self.scale = math.sqrt(d)
         self.tgt_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options)
         self.decoder = nn.ModuleList(cfg.block(cross_attn=True) for _ in range(cfg.dec_layers))
+        if cfg.tie_self_attention:
+            tie_self_attention(self.decoder, self.xlm_encoder.layers)
         self.dec_norm = nn.LayerNorm(d) if cfg.pre_norm else None
 
     # -- what a subclass may change

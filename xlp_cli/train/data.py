@@ -8,6 +8,8 @@ served in a seeded random order; the tail shorter than a window is carried into 
 Parallel pairs (TLM): `[</s>] s1 [</s>] [</s>] s2 [</s>]` with positions restarting at the second segment and
 each segment carrying its own language; each side is cut to bptt/2 - 2 tokens; the sides are swapped with
 probability 1/2 (seeded per pair). Pairs of a row group are served in a seeded random order, padded per batch.
+Adjacent pairs (VECO on monolingual text, `mlm+ca-mlm`): the same layout, the pair being sentences 2k and 2k+1
+of a row group of one language's shards (neighbours in corpus order).
 
 Language sampling: p_l ~ n_l^alpha (n_l: sentences or pairs in the train split), drawn per step from an RNG
 seeded by (seed, step), so every process of a DDP run draws the same language and the order never depends
@@ -30,6 +32,7 @@ import torch
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
+from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 
 
 @dataclasses.dataclass
@@ -209,14 +212,16 @@ class PairStream:
         self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
         self._loaded = None
 
+    def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        return _read_list_column(path, rg, "ids1"), _read_list_column(path, rg, "ids2")
+
     def _load(self) -> tuple[Any, ...]:
         key = (self.epoch, self.group_pos)
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
         gorder = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, 1, *self.key]).permutation(len(self.groups))
         path, rg, n = self.groups[int(gorder[self.group_pos])]
-        v1, o1 = _read_list_column(path, rg, "ids1")
-        v2, o2 = _read_list_column(path, rg, "ids2")
+        (v1, o1), (v2, o2) = self._sides(path, rg)
         _check_ids(v1, self.vocab_size, path, rg)
         _check_ids(v2, self.vocab_size, path, rg)
         rng = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, self.group_pos, 2, *self.key])
@@ -263,6 +268,29 @@ class PairStream:
         return Batch(ids, lng, pos, pad, self.pair)
 
 
+class AdjacentStream(PairStream):
+    """Pairs of neighbouring sentences (2k, 2k+1) of each row group of one language's monolingual shards."""
+
+    def __init__(self, paths: list[Path], lang: str, lang_index: int, bptt: int, seed: int, vocab_size: int,
+                 pair_index: int, part: tuple[int, int] = (0, 1)):
+        super().__init__(paths, lang, (lang_index, lang_index), bptt, seed, vocab_size, pair_index, part)
+        self.groups = [g for g in self.groups if g[2] >= 2]
+        if not self.groups:
+            raise BadInput(f"language '{lang}' has no two sentences in one row group to pair",
+                           path=paths[0].parent if paths else lang)
+        self.n_rows //= 2
+
+    def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        values, offsets = _read_list_column(path, rg, "ids")
+        n = (len(offsets) - 1) // 2
+        starts, ends = offsets[:-1], offsets[1:]
+        def side(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            parts = [values[starts[r]:ends[r]] for r in rows]
+            lengths = np.asarray([len(x) for x in parts], dtype=np.int64)
+            return (np.concatenate(parts) if parts else values[:0]), np.concatenate([[0], np.cumsum(lengths)])
+        return side(np.arange(n) * 2), side(np.arange(n) * 2 + 1)
+
+
 def sampling_probs(sizes: list[int], alpha: float) -> np.ndarray:
     """p_l ~ n_l^alpha (XLM's smoothing), normalised."""
     n = np.asarray(sizes, dtype=np.float64)
@@ -291,16 +319,21 @@ class PretrainData:
         self.mono: dict[str, MonoStream] = {}
         self.pairs: dict[str, PairStream] = {}
         index = {l: i for i, l in enumerate(langs)}
-        if objective in ("mlm", "mlm+tlm"):
+        spec = PRETRAIN_OBJECTIVES[objective]
+        if "mono" in spec.needs:
             for lang in langs:
                 folder = ids_dir / "train" / lang
                 paths = artifacts.shard_paths(folder)
                 if not paths:
                     raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
                 for k in self.local:
-                    self.mono[self._key(lang, k)] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size,
-                                                               part=(k, slots))
-        if objective in ("tlm", "mlm+tlm"):
+                    if spec.adjacent:
+                        self.pairs[self._key(lang, k)] = AdjacentStream(paths, lang, index[lang], bptt, seed,
+                                                                        vocab_size, index[lang], part=(k, slots))
+                    else:
+                        self.mono[self._key(lang, k)] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size,
+                                                                   part=(k, slots))
+        if "pairs" in spec.needs:
             train = ids_dir / "train"
             found = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" in p.name) if train.is_dir() else []
             for i, pair in enumerate(found):

@@ -53,8 +53,8 @@ def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
 
 
 def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encoding: str,
-            encoding_options: dict[str, Any]) -> PretrainInputs:
-    """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads."""
+            encoding_options: dict[str, Any], objective: str = "") -> PretrainInputs:
+    """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads (`objective`: its name)."""
     ids_dir, ids_manifest = find_ids(data)
     dict_path = ids_dir / str(ids_manifest.get("dictionary") or "dict.txt")
     if not dict_path.is_file():
@@ -66,6 +66,9 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
     folders = [p for p in train.iterdir() if p.is_dir()] if train.is_dir() else []
     available = sorted(p.name for p in folders if "-" not in p.name)
     pair_langs = sorted({x for p in folders if "-" in p.name for x in p.name.split("-", 1)})
+    if "pairs" in needs and not pair_langs:
+        raise BadInput(f"--objective {objective or 'tlm'} needs parallel sentence pairs (train/<l1>-<l2> shards of "
+                       f"`xlp bpe apply`); this data folder has none", path=ids_dir)
     langs = list(lang) or (available if "mono" in needs else pair_langs)
     if not langs:
         raise BadInput("no languages: the id shards have no train split", path=train)

@@ -31,7 +31,7 @@ def model_config(cfg: PretrainConfig, vocab_size: int, langs: list[str]) -> Mode
     return ModelConfig.from_preset(cfg.preset, vocab_size=vocab_size, langs=langs, lang_encoding=cfg.lang_encoding,
                                    encoding_options=options, pre_ln=cfg.pre_ln, dropout=cfg.dropout,
                                    attention_dropout=cfg.attention_dropout, n_positions=max(512, cfg.bptt) + 8,
-                                   **overrides)
+                                   cross_attention=PRETRAIN_OBJECTIVES[cfg.objective].cross_attention, **overrides)
 
 
 def objective_class(name: str) -> Any:
@@ -60,7 +60,8 @@ def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params
 
 def run(cfg: PretrainConfig) -> dict[str, Any]:
     spec = PRETRAIN_OBJECTIVES[cfg.objective]
-    inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding, encoding_spec(cfg.lang_encoding).options_from(cfg))
+    inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding, encoding_spec(cfg.lang_encoding).options_from(cfg),
+                  cfg.objective)
     run_dir = Path(cfg.out)
     rt = Runtime.create(cfg.device, cfg.amp, cfg.num_threads)
     if rt.main:

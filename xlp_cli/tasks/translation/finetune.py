@@ -203,6 +203,15 @@ def run(cfg: TranslationConfig) -> dict[str, Any]:
     n_params = job.new_model().n_params()
     if rt.main:
         ui.info(describe(job, n_params, rt))
+        if job.init_mapping:
+            from xlp_cli.models.veco import describe_init
+
+            n_enc = len(job.pretrained.state_dict())
+            ui.info(f"VECO initialisation from {cfg.init_encoder}:\n  xlm_encoder.* ({n_enc} tensors, the embeddings "
+                    "shared with the decoder and the output) <- the run's tensors of the same names (its cross-attention "
+                    "left out)")
+            for line in describe_init(job.init_mapping, str(cfg.init_encoder)):
+                ui.info("  " + line)
     per_seed = {}
     for seed in cfg.seeds:
         per_seed[str(seed)] = train_one(job, seed, cfg.out / f"seed-{seed}", rt)
@@ -235,6 +244,8 @@ def _write_outputs(cfg: Any, job: Job, config: dict[str, Any], results: dict[str
     manifest["counts"] = {"train": {d: len(p) for d, p in job.train.items()}, "parameters": n_params,
                           "truncated": job.truncated}
     manifest["model"] = job.model_cfg.to_dict()
+    if job.init_mapping:
+        manifest["veco_init"] = job.init_mapping
     manifest["directions"], manifest["zero_shot"], manifest["langs"] = job.directions, job.zero_shot, job.langs
     artifacts.write_manifest(cfg.out, manifest)
 

@@ -84,8 +84,11 @@ class MaskedLM(Objective):
         batch, inputs, targets, pred = mb
         logits = self._logits(model, batch, inputs, pred)
         tgt = targets.to(self.rt.device)[pred.to(self.rt.device)]
-        share = self.data.slots // len(self.data.local)  # slots per process: the global count from this one
-        return F.cross_entropy(logits.float(), tgt), {"tokens": batch.n_tokens * share, "batches": batch.name}
+        return F.cross_entropy(logits.float(), tgt), {"tokens": self.global_tokens(batch), "batches": batch.name}
+
+    def global_tokens(self, batch: Batch) -> int:
+        """The tokens of this micro-batch over all processes (slots per process: the global count from this one)."""
+        return batch.n_tokens * (self.data.slots // len(self.data.local))
 
     def state_dict(self) -> dict[str, Any]:
         """Every slot's stream position (gathered from all processes: call it on every process)."""
