@@ -14,6 +14,7 @@ stands for the `Mono`s that `RawPage.monos()` gives, in that order; readers call
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Union
@@ -114,3 +115,40 @@ class ErrorPolicy:
 
 class Source(Protocol):
     def __call__(self, inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Record]: ...
+
+
+def unpaired(plan: Iterator[Record], records: Iterator[Record]) -> Iterator[Record]:
+    """`--unpair`: every Pair becomes ONE Mono, so that no sentence has its translation in the output (the
+    unsupervised-MT setting of Lample et al. 2018 on a parallel corpus such as Multi30k); other records pass.
+
+    `plan` and `records` are two reads of the same source. Pass 1 (`plan`) links the two sentences of every pair
+    (a 64-bit hash of language + text each) into connected groups: a sentence that occurs in several pairs ties them together.
+    Pass 2 (`records`) gives every pair the side of its group: the alphabetically first language's sentence when the
+    smallest hash of the group is even, else the other one. All the pairs that share a sentence therefore send
+    the same language, which makes the guarantee exact (a caption repeated with two different translations
+    cannot leak), and about half of the groups give each language. Memory: one hash per distinct sentence."""
+    parent: dict[int, int] = {}
+
+    def key(lang: str, text: str) -> int:
+        return int.from_bytes(hashlib.blake2b(f"{lang}\x00{text}".encode("utf-8"), digest_size=8).digest(), "big")
+
+    def find(x: int) -> int:
+        root = x
+        while parent.setdefault(root, root) != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for r in plan:
+        if isinstance(r, Pair):
+            a, b = find(key(r.lang1, r.text1)), find(key(r.lang2, r.text2))
+            if a != b:
+                parent[max(a, b)] = min(a, b)  # the smallest hash is the root of its group
+    for r in records:
+        if isinstance(r, Pair):
+            (la, ta), (lb, tb) = sorted([(r.lang1, r.text1), (r.lang2, r.text2)])
+            keep_a = find(key(la, ta)) % 2 == 0
+            yield Mono(la, ta, r.source, r.origin) if keep_a else Mono(lb, tb, r.source, r.origin)
+        else:
+            yield r

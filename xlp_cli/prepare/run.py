@@ -40,7 +40,7 @@ from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.prepare import process
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.finalize import SPLITS, Finalizer
-from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions
+from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions, unpaired
 from xlp_cli.text.langs import safe_folder_name
 
 STAGE = "prepare"
@@ -111,6 +111,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     from xlp_cli.prepare.sources import SOURCES
 
     records = SOURCES[cfg.source](inputs, opts, errors)
+    if cfg.unpair:  # a first read of the source (problems counted by the second) groups the pairs
+        records = unpaired(SOURCES[cfg.source](inputs, opts, ErrorPolicy("skip")), records)
     work = out / _WORK
     _remove_temp_shards(out)
     fin = Finalizer(out, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction, max_valid=cfg.max_valid,

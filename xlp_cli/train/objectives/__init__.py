@@ -24,4 +24,6 @@ PRETRAIN_OBJECTIVES: dict[str, ObjectiveSpec] = {
                          "translation language modelling on parallel pairs (XLM)"),
     "mlm+tlm": ObjectiveSpec("xlp_cli.train.objectives.mlm:MaskedLM", frozenset({"mono", "pairs"}),
                              "MLM and TLM on alternating steps"),
+    "mass": ObjectiveSpec("xlp_cli.train.objectives.mass:Mass", frozenset({"mono"}),
+                          "MASS: an encoder-decoder predicts a masked span of half the sentence (Song et al.)"),
 }
