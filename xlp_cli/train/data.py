@@ -172,18 +172,17 @@ class MonoStream:
         return Batch(w, torch.full_like(w, self.lang_index), None, None, self.lang)
 
 
-class PairStream:
-    """TLM pairs of one language pair, padded per batch."""
+class RowCursor:
+    """A position in the rows of some shards, served in a seeded order: per epoch the row groups in a random order,
+    and the rows of a row group in a random order, a pure function of (seed, stream id, epoch, row group). The state
+    is (epoch, row group, row); `row_rng()` is the row group's generator (its first draw is the row order)."""
 
-    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
-                 vocab_size: int, pair_index: int):
-        self.pair, self.lang_indices, self.seed, self.vocab_size = pair, lang_indices, seed, vocab_size
-        self.max_side = max(1, bptt // 2 - 2)
-        self.pair_index = pair_index
+    def __init__(self, paths: list[Path], name: str, empty: str, seed: int, stream_id: int):
+        self.seed, self.stream_id = seed, stream_id
         self.groups = _row_groups(paths)
         self.n_rows = sum(n for _, _, n in self.groups)
         if not self.groups:
-            raise BadInput(f"language pair '{pair}' has no sentence pairs", path=paths[0].parent if paths else pair)
+            raise BadInput(empty, path=paths[0].parent if paths else name)
         self.epoch, self.group_pos, self.row_pos = 0, 0, 0
         self._loaded: tuple[Any, ...] | None = None
 
@@ -194,17 +193,40 @@ class PairStream:
         self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
         self._loaded = None
 
+    def group(self) -> tuple[Path, int, int]:
+        """The current row group: (path, index, rows)."""
+        order = np.random.default_rng([self.seed, self.stream_id, self.epoch, 1]).permutation(len(self.groups))
+        return self.groups[int(order[self.group_pos])]
+
+    def row_rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.stream_id, self.epoch, self.group_pos, 2])
+
+    def next_group(self) -> None:
+        self.row_pos, self.group_pos = 0, self.group_pos + 1
+        if self.group_pos >= len(self.groups):
+            self.group_pos, self.epoch = 0, self.epoch + 1
+
+
+class PairStream(RowCursor):
+    """TLM pairs of one language pair, padded per batch."""
+
+    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
+                 vocab_size: int, pair_index: int):
+        super().__init__(paths, pair, f"language pair '{pair}' has no sentence pairs", seed, 1000 + pair_index)
+        self.pair, self.lang_indices, self.vocab_size = pair, lang_indices, vocab_size
+        self.max_side = max(1, bptt // 2 - 2)
+        self.pair_index = pair_index
+
     def _load(self) -> tuple[Any, ...]:
         key = (self.epoch, self.group_pos)
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
-        gorder = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, 1]).permutation(len(self.groups))
-        path, rg, n = self.groups[int(gorder[self.group_pos])]
+        path, rg, n = self.group()
         v1, o1 = _read_list_column(path, rg, "ids1")
         v2, o2 = _read_list_column(path, rg, "ids2")
         _check_ids(v1, self.vocab_size, path, rg)
         _check_ids(v2, self.vocab_size, path, rg)
-        rng = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, self.group_pos, 2])
+        rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
         self._loaded = (key, (v1, o1), (v2, o2), order, swap)
         return self._loaded[1:]
@@ -214,9 +236,7 @@ class PairStream:
         while len(rows) < batch_size:
             (v1, o1), (v2, o2), order, swap = self._load()
             if self.row_pos >= len(order):
-                self.row_pos, self.group_pos = 0, self.group_pos + 1
-                if self.group_pos >= len(self.groups):
-                    self.group_pos, self.epoch = 0, self.epoch + 1
+                self.next_group()
                 continue
             r = int(order[self.row_pos])
             rows.append((v1[o1[r]:o1[r + 1]], v2[o2[r]:o2[r + 1]], bool(swap[r])))

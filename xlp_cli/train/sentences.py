@@ -16,14 +16,13 @@ per language for each of its three losses, as XLM keeps one iterator per step ki
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import PAD
-from xlp_cli.train.data import _check_ids, _read_list_column, _row_groups
+from xlp_cli.train.data import RowCursor, _check_ids, _read_list_column, _row_groups
 
 
 def collate(seqs: list[np.ndarray]) -> torch.Tensor:
@@ -35,32 +34,19 @@ def collate(seqs: list[np.ndarray]) -> torch.Tensor:
     return out
 
 
-class SentenceStream:
+class SentenceStream(RowCursor):
     def __init__(self, paths: list[Path], lang: str, seed: int, salt: int, vocab_size: int, max_len: int):
-        self.lang, self.seed, self.salt, self.vocab_size, self.max_len = lang, seed, salt, vocab_size, max_len
-        self.groups = _row_groups(paths)
-        self.n_rows = sum(n for _, _, n in self.groups)
-        if not self.groups:
-            raise BadInput(f"language '{lang}' has no sentences", path=paths[0].parent if paths else lang)
-        self.epoch, self.group_pos, self.row_pos = 0, 0, 0
-        self._loaded: tuple[Any, ...] | None = None
-
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "group_pos": self.group_pos, "row_pos": self.row_pos}
-
-    def load_state(self, s: dict[str, Any]) -> None:
-        self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
-        self._loaded = None
+        super().__init__(paths, lang, f"language '{lang}' has no sentences", seed, salt)
+        self.lang, self.salt, self.vocab_size, self.max_len = lang, salt, vocab_size, max_len
 
     def _load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = (self.epoch, self.group_pos)
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
-        gorder = np.random.default_rng([self.seed, self.salt, self.epoch, 1]).permutation(len(self.groups))
-        path, rg, _ = self.groups[int(gorder[self.group_pos])]
+        path, rg, _ = self.group()
         values, offsets = _read_list_column(path, rg, "ids")
         _check_ids(values, self.vocab_size, path, rg)
-        order = np.random.default_rng([self.seed, self.salt, self.epoch, self.group_pos, 2]).permutation(len(offsets) - 1)
+        order = self.row_rng().permutation(len(offsets) - 1)
         self._loaded = (key, values, offsets, order)
         return values, offsets, order
 
@@ -71,9 +57,7 @@ class SentenceStream:
         while len(out) < n:
             values, offsets, order = self._load()
             if self.row_pos >= len(order):
-                self.row_pos, self.group_pos = 0, self.group_pos + 1
-                if self.group_pos >= len(self.groups):
-                    self.group_pos, self.epoch = 0, self.epoch + 1
+                self.next_group()
                 continue
             r = int(order[self.row_pos])
             self.row_pos += 1

@@ -45,8 +45,13 @@ def _read_results(path: Path) -> dict[str, Any] | None:
 def translate_set(model: Seq2Seq | None, data: UnmtData, pairs: Pairs, refs: Any, index: dict[str, int],
                   device: torch.device, cfg: UnmtConfig, beam: int | None = None) -> list[dict[str, Any]]:
     """Prediction rows of one direction (`model` None: the word-for-word copy of the source)."""
-    if model is None:
-        hyps = [list(map(int, s)) for s in pairs.src]
+    if model is None:  # the source text itself (not its ids, which may hold <unk>) is the hypothesis
+        rows = prediction_rows(data.codec, pairs, [list(map(int, s)) for s in pairs.src], refs)
+        for r in rows:
+            src = refs.get(r["id"], pairs.src_lang)
+            if src is not None:
+                r["hyp"], r["hyp_tok"] = src
+        return rows
     else:
         limit = min(cfg.max_len, model.max_source_len() - 1)
         src = Pairs(pairs.src_lang, pairs.tgt_lang, pairs.ids, [s[:limit] for s in pairs.src], pairs.tgt)

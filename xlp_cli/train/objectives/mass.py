@@ -21,7 +21,6 @@ split, with fixed spans and masks; the best checkpoint has the lowest mean loss.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterator
 
 import numpy as np
@@ -32,6 +31,7 @@ from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, label_smoothed_nll
 from xlp_cli.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.train.data import sampling_probs
 from xlp_cli.train.masking import corrupt
+from xlp_cli.train.objectives.mlm import lang_scores, summarize
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
 from xlp_cli.train.sentences import SentenceStream, collate, first_sentences
@@ -169,12 +169,8 @@ class Mass(Objective):
                 with self.rt.autocast():
                     loss, m, r = mass_loss(model, self._batch(sents[k:k + bs], self.cfg.seed, 99, k, li), li, self.rt.device)
                 nll, n, right = nll + float(loss), n + m, right + r
-            loss = nll / max(n, 1)
-            out["langs"][lang] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": right / max(n, 1), "n": n}
-        out["loss"] = float(np.mean([v["loss"] for v in out["langs"].values()]))
-        out["ppl"] = math.exp(min(out["loss"], 50.0))
-        out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
-        return out
+            out["langs"][lang] = lang_scores(nll, right, max(n, 1))
+        return summarize(out)
 
     def describe(self, m: dict[str, Any]) -> str:
         return f"valid MASS loss {m['loss']:.4f} ppl {m['ppl']:.2f} acc {m['acc']:.3f}"
