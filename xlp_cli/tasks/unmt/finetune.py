@@ -28,7 +28,7 @@ from xlp_cli.errors import WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.seq2seq import Seq2Seq
 from xlp_cli.tasks.translation.data import Pairs
-from xlp_cli.tasks.translation.finetune import decode_pairs, prediction_rows, quick_bleu, write_predictions
+from xlp_cli.tasks.translation.finetune import _read_results, decode_pairs, prediction_rows, quick_bleu, write_predictions
 from xlp_cli.tasks.unmt import model as unmt_model
 from xlp_cli.tasks.unmt.config import DEFAULT_LR, UnmtConfig
 from xlp_cli.tasks.unmt.data import UnmtData
@@ -36,10 +36,6 @@ from xlp_cli.tasks.unmt.objective import KINDS, Unmt
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
 from xlp_cli.train.sentences import SentenceStream
-
-
-def _read_results(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def translate_set(model: Seq2Seq | None, data: UnmtData, pairs: Pairs, refs: Any, index: dict[str, int],
