@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml setup.py xlp_cli/bpe/_learnbpe.cpp
 	$(PIP) install -q cython==3.3.1 "setuptools>=70.1" wheel==0.48.0
 	$(PIP) install -q --no-build-isolation fastBPE==0.1.0
 	$(PIP) install -q $(FIND_LINKS) torch==2.13.0
-	$(PIP) install -q $(FIND_LINKS) -e ".[dev]"
+	$(PIP) install -q $(FIND_LINKS) -e ".[dev,ray]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -29,6 +29,7 @@ from typing import Any
 from xlp_cli import artifacts, config as cfgmod, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
+from xlp_cli.tasks import TASKS
 
 ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages.py)
 STAGES = {n: stages.STAGES[n] for n in ORDER}
@@ -58,6 +59,7 @@ class Node:
     where: str
     deps: list[str] = dataclasses.field(default_factory=list)
     parent: str = ""        # finetune: the pretrain node it starts from
+    group: str = ""         # runs of one [[pretrain]] entry with `seeds`: the entry's name (evaluate's run name)
     cfg: Any = None
     status: str = ""
     seconds: float = 0.0
@@ -105,12 +107,19 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
             if len(tables[stage]) > 1:
                 raise BadInput(f"[{stage}] may appear only once", path=recipe)
             add(Node(stage, stage, stage, dict(e), f"{recipe} [{stage}]"))
-    pretrain_names = []
+    pretrain_names, groups = [], {}
     for i, e in enumerate(tables.get("pretrain", [])):
         e = dict(e)
         name = str(e.pop("name", "") or e.get("lang-encoding", e.get("lang_encoding", "")) or f"run{i + 1}")
-        pretrain_names.append(name)
-        add(Node(f"pretrain.{name}", "pretrain", name, e, f"{recipe} [[pretrain]] {name}"))
+        seeds = e.pop("seeds", None)  # recipe-only key: one run per seed, named <name>-s<seed>
+        if seeds is not None and (not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds)):
+            raise BadInput(f"[[pretrain]] {name}: 'seeds' must be a list of integers", path=recipe)
+        for seed in seeds or [None]:
+            run = name if seed is None else f"{name}-s{seed}"
+            pretrain_names.append(run)
+            groups[run] = name if seed is not None else ""
+            add(Node(f"pretrain.{run}", "pretrain", run, e if seed is None else {**e, "seed": seed},
+                     f"{recipe} [[pretrain]] {run}", group=groups[run]))
     ft_entries = tables.get("finetune", [])
     for j, e in enumerate(ft_entries):
         e = dict(e)
@@ -121,7 +130,8 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
             continue
         for p in pretrain_names:
             name = p + (f"-{suffix}" if suffix else "")
-            add(Node(f"finetune.{name}", "finetune", name, dict(e), f"{recipe} [finetune] {name}", parent=f"pretrain.{p}"))
+            add(Node(f"finetune.{name}", "finetune", name, dict(e), f"{recipe} [finetune] {name}", parent=f"pretrain.{p}",
+                     group=groups[p] + (f"-{suffix}" if suffix and groups[p] else "")))
     seen_tasks: dict[str, int] = {}
     for e in tables.get("evaluate", []):
         e = dict(e)  # `name` is a real `xlp evaluate` flag here (run names), so the entry is named by its task
@@ -195,11 +205,11 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
             # run, if any, through its own `init-encoder` key)
             deps = ([node.parent] if node.parent else []) if task == "xnli" else first("bpe-apply", "prepare")
         elif node.stage == "evaluate":
-            task = v.get("task", "xnli")
-            want = "finetune" if task in ("xnli", "translation") else "pretrain"
+            task = str(v.get("task", "xnli"))
+            want = TASKS[task].evaluate_reads if task in TASKS else "finetune"  # an unknown task fails in its config
             deps = [n for n in ids if nodes[n].stage == want]
-            if "name" not in v_keys and deps:
-                v["name"] = [nodes[n].name for n in deps]
+            if "name" not in v_keys and deps:  # the runs of one entry with `seeds` share its name: seeds of a run
+                v["name"] = [nodes[n].group or nodes[n].name for n in deps]
         node.deps = node.deps + deps
         v["data"] = [f"@{d}" for d in deps]
     order(nodes)  # raises on a cycle

@@ -15,7 +15,6 @@ post-LN by default (`pre_ln=True` for pre-LN, which adds a final LayerNorm). Emb
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +26,11 @@ from xlp_cli import special_ids
 from xlp_cli.models.blocks import Block
 from xlp_cli.models.encoding_registry import ENCODINGS
 from xlp_cli.models.encodings import build_encoding, expand_langs, extend_langs, extend_pad_mask, extend_positions
-from xlp_cli.models.presets import ENCODER_PRESETS as PRESETS
+from xlp_cli.models.presets import ENCODER_PRESETS as PRESETS, PresetConfig
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(PresetConfig):
     vocab_size: int
     langs: list[str] = field(default_factory=list)
     lang_encoding: str = "additive"
@@ -47,27 +46,16 @@ class ModelConfig:
     pad_index: int = special_ids.PAD
     preset: str | None = None
 
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "ModelConfig":
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})")
-        values = dict(PRESETS[name])
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(preset=name, **values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    PRESETS, PRESET_FIELD = PRESETS, "preset"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
         """From `to_dict()` output; also reads model.json files of xlp 0.1, whose encoding options were
         top-level keys (xlp_bias, vle_style, vle_sizes)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in d.items() if k in names}
         if "encoding_options" not in d and d.get("lang_encoding") in ENCODINGS:
             s = ENCODINGS[d["lang_encoding"]]
-            values["encoding_options"] = {k: d[k] for k in (*s.option_names(), *s.state_keys) if d.get(k) is not None}
-        return cls(**values)
+            d = {**d, "encoding_options": {k: d[k] for k in (*s.option_names(), *s.state_keys) if d.get(k) is not None}}
+        return super().from_dict(d)
 
     @property
     def n_langs(self) -> int:

@@ -40,14 +40,14 @@ from xlp_cli.errors import BadInput
 from xlp_cli.models.blocks import Block, reorder_cache  # noqa: F401  (reorder_cache: used by search.py)
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, spec as encoding_spec
 from xlp_cli.models.encodings import build_encoding
-from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS
+from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS, PresetConfig
 from xlp_cli.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
 
 ARCHS = ("transformer", "interlingua")
 
 
 @dataclasses.dataclass
-class Seq2SeqConfig:
+class Seq2SeqConfig(PresetConfig):
     vocab_size: int
     langs: list[str]
     arch: str = "transformer"
@@ -92,6 +92,8 @@ class Seq2SeqConfig:
         if self.d_model % 2:
             raise BadInput("model width must be even (sinusoidal positions)")
 
+    PRESETS = PRESETS
+
     @classmethod
     def like_encoder(cls, enc: Any, **kw: Any) -> "Seq2SeqConfig":
         """An encoder-decoder around the XLM encoder of config `enc` (a `ModelConfig`), with a decoder of the same
@@ -103,22 +105,6 @@ class Seq2SeqConfig:
                       encoder_kind="xlm", encoder_config=enc.to_dict(), xlm_decoder=True)
         values.update(kw)
         return cls(**values)
-
-    @classmethod
-    def from_preset(cls, preset: str, **kw: Any) -> "Seq2SeqConfig":
-        if preset not in PRESETS:
-            raise BadInput(f"unknown model preset {preset!r} (choose from {', '.join(PRESETS)})")
-        values = dict(PRESETS[preset])
-        values.update({k: v for k, v in kw.items() if v is not None})
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Seq2SeqConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
     def lang_id(self, lang: str) -> int:
         try:

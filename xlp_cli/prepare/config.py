@@ -7,9 +7,10 @@ from pathlib import Path
 
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
+from xlp_cli.prepare.sources import NAMES as SOURCES
 
-SOURCES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
 LOWERCASE_MODES = ("xlm", "safe", "none")
+ENGINES = ("local", "ray")
 
 
 @dataclasses.dataclass
@@ -22,7 +23,10 @@ class PrepareConfig:
     mirror: str = opt("", "Base URL to download from (default: the source's public site).")
     dump_date: str = opt("latest", "Wikipedia dump date (YYYYMMDD or latest).")
     opus_corpus: str = opt("", "OPUS corpus name for --download with --source opus (e.g. GlobalVoices).")
-    workers: int = opt(1, "Worker processes for cleaning/normalizing/tokenizing.", volatile=True)
+    workers: int = opt(1, "Worker processes of the local engine: each reads and processes input splits (or, with fewer splits than workers, processes the chunks the main process reads).", volatile=True)
+    engine: str = opt("local", "Where the work runs: local (this machine, --workers) or ray (Ray tasks over the input splits; needs the `ray` extra). The output is the same.", choices=ENGINES, volatile=True)
+    ray_address: str = opt("", "With --engine ray: the Ray cluster to join (HOST:PORT, or auto); empty: start a local Ray cluster for this run.", volatile=True)
+    split_size: int = opt(64 << 20, "Bytes of an input file one reader takes: plain text is cut at line boundaries, Wikipedia multistream dumps at bz2 streams (the output does not depend on it).", volatile=True)
     chunk_size: int = opt(2000, "Records per work unit sent to a worker, and the resume granularity (the output does not depend on it).", volatile=True)
     on_error: str = opt("raise", "What a bad record does: raise (stop with an error) or skip (count it in the manifest).", choices=("raise", "skip"))
     clean: bool = opt(True, "Remove non-printing characters.")
@@ -57,8 +61,10 @@ class PrepareConfig:
         for name in ("min_tokens", "max_tokens", "max_valid", "max_test", "max_records"):
             if getattr(self, name) < 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be >= 0")
-        if self.shard_size < 1 or self.chunk_size < 1:
-            raise BadInput("--shard-size and --chunk-size must be at least 1")
+        if self.shard_size < 1 or self.chunk_size < 1 or self.split_size < 1:
+            raise BadInput("--shard-size, --chunk-size and --split-size must be at least 1")
+        if self.ray_address and self.engine != "ray":
+            raise BadInput("--ray-address needs --engine ray")
         if self.max_tokens and self.min_tokens > self.max_tokens:
             raise BadInput("--min-tokens is larger than --max-tokens")
         for name in ("valid_fraction", "test_fraction"):
@@ -75,5 +81,7 @@ class PrepareConfig:
             raise BadInput("--unpair keeps one side of each pair; --mono-from-parallel would keep both: give one")
         if self.unpair and self.source not in ("opus", "gettext"):
             raise BadInput(f"--unpair needs a parallel source (opus, gettext), not --source {self.source}")
+        if self.unpair and len(self.lang) != 2:
+            raise BadInput("--unpair works on one language pair: give --lang l1,l2")
         if self.bpe_codes and self.bpe_from:
             raise BadInput("give --bpe-codes (learn) or --bpe-from (reuse), not both")

@@ -82,6 +82,31 @@ class SourceOptions:
     mono_from_parallel: bool = False  # also yield each side of parallel data as Mono (gettext, opus)
     max_records: int = 0  # per language (0 = no limit); sources may stop early
     defer_pages: bool = False  # a source may yield RawPage (set by the pipeline, which expands them in workers)
+    unpair_keep: frozenset[int] | None = None  # --unpair: the sentences to keep (records.unpair_plan)
+
+
+@dataclasses.dataclass
+class Split:
+    """A part of the input that one reader reads alone, in order (see `xlp_cli.prepare.sources.plan_splits`).
+
+    kind "stream": all of `paths`, read by the source's `read` (sources that cannot be cut, and every source
+    with --max-records, whose cap counts across files); "file": one whole file; "range": bytes
+    [start, end) of one file (plain text: the lines that start there; a Wikipedia multistream dump: the
+    bz2 streams that start there, after the header stream [0, header)). `first`/`last`: the first/last split
+    of its file. The records of all splits, in order, are the records of the whole input read in order."""
+
+    source: str
+    kind: str
+    paths: list[str]
+    start: int = 0
+    end: int = 0
+    first: bool = True
+    last: bool = True
+    header: int = 0
+
+    @property
+    def path(self) -> str:
+        return self.paths[0] if self.paths else ""
 
 
 class ErrorPolicy:
@@ -113,24 +138,52 @@ class ErrorPolicy:
         ui.warn(message)
 
 
+class CollectedErrors(ErrorPolicy):
+    """The ErrorPolicy of a reader that runs away from the main process (a worker, a Ray task): skippable
+    problems and warnings are kept, in order, for the main process to report in stream order; a problem
+    that stops the run (raise mode, or fatal) still raises here, to stop the reader."""
+
+    def __init__(self, mode: str = "raise"):
+        super().__init__(mode)
+        self.problems: list[list] = []
+        self.new_warnings: list[str] = []
+
+    def bad(self, message: str, *, path: str | Path | None = None, position: str | int | None = None,
+            fatal: bool = False) -> None:
+        if self.mode == "raise" or fatal:
+            raise BadInput(message, path=path, position=position)
+        self.problems.append([message, None if path is None else str(path), position])
+
+    def warn(self, message: str) -> None:
+        self.new_warnings.append(message)
+
+    def take(self) -> tuple[list[list], list[str]]:
+        """The problems and warnings since the last call."""
+        out = (self.problems, self.new_warnings)
+        self.problems, self.new_warnings = [], []
+        return out
+
+
 class Source(Protocol):
     def __call__(self, inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Record]: ...
 
 
-def unpaired(plan: Iterator[Record], records: Iterator[Record]) -> Iterator[Record]:
-    """`--unpair`: every Pair becomes ONE Mono, so that no sentence has its translation in the output (the
-    unsupervised-MT setting of Lample et al. 2018 on a parallel corpus such as Multi30k); other records pass.
+def sentence_key(lang: str, text: str) -> int:
+    """A 64-bit key of a sentence in a language (`--unpair`)."""
+    return int.from_bytes(hashlib.blake2b(f"{lang}\x00{text}".encode("utf-8"), digest_size=8).digest(), "big")
 
-    `plan` and `records` are two reads of the same source. Pass 1 (`plan`) links the two sentences of every pair
-    (a 64-bit hash of language + text each) into connected groups: a sentence that occurs in several pairs ties them together.
-    Pass 2 (`records`) gives every pair the side of its group: the alphabetically first language's sentence when the
-    smallest hash of the group is even, else the other one. All the pairs that share a sentence therefore send
-    the same language, which makes the guarantee exact (a caption repeated with two different translations
-    cannot leak), and about half of the groups give each language. Memory: one hash per distinct sentence."""
+
+def unpair_plan(records: Iterator[Record]) -> frozenset[int]:
+    """`--unpair`, first read of the source: the keys of the sentences to keep so that every pair gives ONE side
+    and no sentence has its translation in the output (the unsupervised-MT setting of Lample et al. 2018 on a
+    parallel corpus such as Multi30k).
+
+    The two sentences of every pair are linked into connected groups (a sentence that occurs in several pairs ties
+    them together); a group keeps the sentences of the alphabetically first language when its smallest key is
+    even, else those of the other. All the pairs that share a sentence therefore give the same language, which
+    makes the guarantee exact (a caption repeated with two different translations cannot leak), and about half
+    the groups give each language. One language pair only (the config checks it). Memory: one key per sentence."""
     parent: dict[int, int] = {}
-
-    def key(lang: str, text: str) -> int:
-        return int.from_bytes(hashlib.blake2b(f"{lang}\x00{text}".encode("utf-8"), digest_size=8).digest(), "big")
 
     def find(x: int) -> int:
         root = x
@@ -140,15 +193,19 @@ def unpaired(plan: Iterator[Record], records: Iterator[Record]) -> Iterator[Reco
             parent[x], x = root, parent[x]
         return root
 
-    for r in plan:
-        if isinstance(r, Pair):
-            a, b = find(key(r.lang1, r.text1)), find(key(r.lang2, r.text2))
-            if a != b:
-                parent[max(a, b)] = min(a, b)  # the smallest hash is the root of its group
+    pairs = []
     for r in records:
         if isinstance(r, Pair):
             (la, ta), (lb, tb) = sorted([(r.lang1, r.text1), (r.lang2, r.text2)])
-            keep_a = find(key(la, ta)) % 2 == 0
-            yield Mono(la, ta, r.source, r.origin) if keep_a else Mono(lb, tb, r.source, r.origin)
-        else:
-            yield r
+            ka, kb = sentence_key(la, ta), sentence_key(lb, tb)
+            pairs.append((ka, kb))
+            a, b = find(ka), find(kb)
+            if a != b:
+                parent[max(a, b)] = min(a, b)  # the smallest key is the root of its group
+    return frozenset(ka if find(ka) % 2 == 0 else kb for ka, kb in pairs)
+
+
+def unpair(rec: Pair, keep: frozenset[int]) -> Mono:
+    """The side of a pair that `unpair_plan` keeps, as a Mono."""
+    (la, ta), (lb, tb) = sorted([(rec.lang1, rec.text1), (rec.lang2, rec.text2)])
+    return Mono(la, ta, rec.source, rec.origin) if sentence_key(la, ta) in keep else Mono(lb, tb, rec.source, rec.origin)

@@ -29,7 +29,10 @@ class PretrainConfig(EncodingFlags):
     pre_ln: bool = opt(False, "Pre-LayerNorm Transformer layers (default post-LN, as XLM).")
     objective: str = opt("mlm", "Training objective: MLM on monolingual streams, TLM on parallel pairs, or both (alternating steps).", choices=tuple(PRETRAIN_OBJECTIVES))
     bptt: int = opt(256, "Tokens per stream window (MLM); TLM pairs are cut to bptt/2 per side; MASS sentences to bptt.")
-    batch_size: int = opt(64, "Windows (or pairs, or MASS sentences) per micro-batch per process.")
+    batch_size: int = opt(64, "Windows (or pairs, or MASS sentences) per micro-batch per data slot (= per process by default).")
+    data_slots: int = opt(0, "Read each global batch as this many parts, each process reading only its own "
+                             "share of the row groups (0: one per process). A 1-process run with the same "
+                             "value replays a multi-process run's batches; a resumed run keeps its slots; MLM/TLM only).")
     accumulate: int = opt(4, "Micro-batches per optimizer step (gradient accumulation).")
     max_steps: int = opt(750_000, "Optimizer steps to train for (a resumed run continues up to this).", resumable=True)
     lr: float = opt(1e-4, "Peak learning rate.")

@@ -83,14 +83,19 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     dico = Dictionary.read(dict_path)
 
     config = to_dict(cfg)
-    config.pop("force")
-    config.pop("show")
+    for key in ("force", "show", "engine", "ray-address"):  # they do not change the result
+        config.pop(key)
     out = Path(cfg.out)
     sources = language_shards(ids_dir, cfg.split, cfg.lang, cfg.parallel)
     langs = sorted(sources)
-    counts = np.zeros((len(langs), len(dico)), dtype=np.int64)
-    for li, lang in enumerate(langs):
-        counts[li] = count_shards(sources[lang], len(dico))
+    if cfg.engine == "ray":
+        from xlp_cli.vocab.ray_count import count_languages
+
+        counts = count_languages([sources[lang] for lang in langs], len(dico), cfg.ray_address)
+    else:
+        counts = np.zeros((len(langs), len(dico)), dtype=np.int64)
+        for li, lang in enumerate(langs):
+            counts[li] = count_shards(sources[lang], len(dico))
     n_tokens = int(counts.sum())
     empty = [l for li, l in enumerate(langs) if counts[li].sum() == 0]
     if empty:

@@ -83,17 +83,19 @@ NOT_LANGS = {"txt", "gz", "bz2", "xz", "xml", "tsv", "raw", "tok", "zip", "tmx",
 
 
 def lang_from_name(path: Path, langs: list[str]) -> str | None:
-    """The language a file name declares in a dot-separated part: `train.de.gz` -> de, `x.en-sw.sw` -> sw.
+    """The language a file name declares in a dot-separated part: `train.de.gz` -> de, `x.en-sw.sw` -> sw, and
+    (Common Voice's naming) a first part: `en.sentence-collector.txt.gz` -> en, `zh-CN.wiki.txt.gz` -> zh.
 
-    With `langs`, only those count; the last matching part wins. Without, any 2-3 letter part that is
-    not a known extension counts.
+    With `langs`, only those count; the last matching part wins, the first part last. Without, any 2-3 letter
+    part that is not a known extension counts.
     """
-    parts = path.name.split(".")[1:] or []
-    for part in reversed(parts):
+    parts = path.name.split(".")
+    first = parts[0].split("-")[0] if len(parts) > 1 else ""
+    for part in [*reversed(parts[1:]), first]:
         if langs:
             if part in langs:
                 return part
-        elif _LANG_PART.match(part) and part.lower() not in NOT_LANGS:
+        elif part and _LANG_PART.match(part) and part.lower() not in NOT_LANGS:
             return part
     return None
 
