@@ -22,6 +22,15 @@ V = 60
 VOC = [list(range(14, 24)), list(range(30, 40))]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one intra-op thread (two threads on a busy 2-core machine wait on each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def sentences(n: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.integers(14, V, size=int(rng.integers(2, 15))) for _ in range(n)]
@@ -159,3 +168,36 @@ def test_multi_bleu_has_no_smoothing() -> None:
     h, r = "the cat sat on it", "the cat sat on mat"
     p = [4 / 5, 3 / 4, 2 / 3, 1 / 2]
     assert multi_bleu().corpus_score([h], [[r]]).score == pytest.approx(100 * float(np.exp(np.mean(np.log(p)))))
+
+
+# ---------------------------------------------------------------- every encoding through one UNMT step
+@pytest.mark.parametrize("encoding,style", [("none", "adding"), ("additive", "adding"), ("attaching", "adding"),
+                                            ("xlp", "adding"), ("vle", "adding"), ("vle", "padding")])
+def test_one_unmt_step_trains_both_sides_language_signal(encoding: str, style: str, tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from pretrain_helpers import write_ids
+    from xlp_cli import artifacts
+    from xlp_cli.bpe.dictionary import Dictionary
+    from xlp_cli.tasks.unmt.objective import KINDS, Unmt
+    from xlp_cli.train.runtime import Runtime
+    from xlp_cli.train.sentences import SentenceStream
+
+    dico = Dictionary.from_counts([(f"w{i}", 100 - i) for i in range(V - 14)])
+    ids = write_ids(tmp_path / "ids", dico, {"train": {"de": [s.tolist() for s in sentences(20, 1)],
+                                                       "en": [s.tolist() for s in sentences(20, 2)]}})
+    model = xlm_seq2seq(encoding, style)
+    model.init_decoder_from_encoder()
+    cfg = SimpleNamespace(batch_sentences=4, word_shuffle=3.0, word_dropout=0.1, word_blank=0.1, word_pred=0.15,
+                          lambda_ae="1", lambda_bt="1", lambda_mlm="1", label_smoothing=0.1, bt_temperature=0.0)
+    streams = {k: {lang: SentenceStream(artifacts.shard_paths(ids / "train" / lang), lang, 1, 10 * j + i, V, 12)
+                   for i, lang in enumerate(("de", "en"))} for j, k in enumerate(KINDS)}
+    obj = Unmt(cfg, 1, ["de", "en"], {"de": 0, "en": 1}, streams, V, Runtime.create("cpu", "none", 0))
+    model.train()
+    loss, logs = obj.loss(model, next(iter(obj.micro_batches(0, 1))))
+    loss.backward()
+    assert torch.isfinite(loss) and {"ae_de", "bt_en", "mlm_de"} <= set(logs) and logs["tokens"] > 0
+    for side in (model.xlm_encoder.lang_encoding, model.tgt_encoding):  # source and target language signals learn
+        for p in side.language_parameters():
+            assert p.grad is not None and float(p.grad.abs().sum()) > 0
+    assert model.decoder[0].cross.q.weight.grad is not None

@@ -187,10 +187,9 @@ class MonoStream:
 
 
 class RowCursor:
-    """A position in the rows of some shards (of data slot `part`, see `_partition`), served in a seeded order:
-    per epoch the row groups in a random order, and the rows of a row group in a random order, a pure function of
-    (seed, stream id, epoch, row group). The state is (epoch, row group, row); `row_rng()` is the row group's
-    generator (its first draw is the row order, `rows()` keeps the slot's share of it)."""
+    """A position (epoch, row group, row) in the rows of some shards (of data slot `part`, `_partition`): per epoch
+    the row groups in a seeded order, then the rows of each in the order `row_rng()` draws first (the slot keeping
+    its `share`), a pure function of (seed, stream id, epoch, row group)."""
 
     def __init__(self, paths: list[Path], name: str, empty: str, seed: int, stream_id: int,
                  part: tuple[int, int] = (0, 1)):
@@ -217,10 +216,6 @@ class RowCursor:
 
     def row_rng(self) -> np.random.Generator:
         return np.random.default_rng([self.seed, self.stream_id, self.epoch, self.group_pos, 2, *self.key])
-
-    def rows(self, order: np.ndarray) -> np.ndarray:
-        """This slot's share of a row group's row order."""
-        return order[self.share[0]::self.share[1]]
 
     def next_group(self) -> None:
         self.row_pos, self.group_pos = 0, self.group_pos + 1
@@ -249,7 +244,7 @@ class PairStream(RowCursor):
         _check_ids(v2, self.vocab_size, path, rg)
         rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
-        self._loaded = (key, (v1, o1), (v2, o2), self.rows(order), swap)
+        self._loaded = (key, (v1, o1), (v2, o2), order[self.share[0]::self.share[1]], swap)
         return self._loaded[1:]
 
     def next_batch(self, batch_size: int) -> Batch:
