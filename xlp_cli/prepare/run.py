@@ -35,7 +35,7 @@ from xlp_cli.prepare import workdir
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.finalize import SPLITS, Finalizer
 from xlp_cli.prepare.ledger import Ledger
-from xlp_cli.prepare.records import ErrorPolicy, SourceOptions
+from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions, unpair_plan
 from xlp_cli.prepare.report import print_summary, progress, summary  # noqa: F401 (print_summary: the CLI's)
 from xlp_cli.prepare.splits import folder_ok
 
@@ -181,12 +181,14 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
              pipe_config: dict[str, Any]) -> dict[str, Any]:
     """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order.
     Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
-    from xlp_cli.prepare.sources import plan_splits
+    from xlp_cli.prepare.sources import plan_splits, read_split
 
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
                          defer_pages=True)
     size, plan = workdir.load_plan(work, cfg.chunk_size, lambda: plan_splits(cfg.source, inputs, opts, cfg.split_size))
+    if cfg.unpair:  # a first read of the splits groups the pairs; its problems are reported by the real read
+        opts.unpair_keep = unpair_plan(r for split in plan for r in read_split(split, opts, CollectedErrors("skip")))
     done = workdir.finished_chunks(work, len(plan))
     resumed = sum(map(len, done))
     if resumed:

@@ -36,6 +36,10 @@ TASKS: dict[str, TaskSpec] = {
         evaluate=("xlp_cli.tasks.translation.config:TranslationEvalConfig", "xlp_cli.tasks.translation.bleu:run"),
         finetune_summary="xlp_cli.tasks.translation.finetune:print_summary",
         evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary"),
+    "unmt": TaskSpec(
+        "unsupervised translation of a language pair: denoising + on-the-fly back-translation + MLM; BLEU",
+        finetune=("xlp_cli.tasks.unmt.config:UnmtConfig", "xlp_cli.tasks.unmt.finetune:run"),
+        finetune_summary="xlp_cli.tasks.unmt.finetune:print_summary"),
     "lexicon": TaskSpec(
         "bilingual-dictionary cosine and P@1/P@5 of pre-trained embeddings (VLE Table 2)",
         evaluate=("xlp_cli.tasks.lexicon:LexiconConfig", "xlp_cli.tasks.lexicon:run"),

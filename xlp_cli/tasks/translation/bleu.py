@@ -8,7 +8,9 @@ with the best checkpoint) and scores them with sacreBLEU:
 - detokenized BLEU: the detokenized hypothesis against the raw reference, sacreBLEU's default 13a
   tokenization (`--bleu-tokenize`), printed with its signature;
 - tokenized BLEU (the papers' number): the Moses-tokenized hypothesis (BPE undone) against the tokenized
-  reference of `xlp prepare`, `tokenize=none`.
+  reference of `xlp prepare`, as Moses' multi-bleu.perl computes it: whitespace tokens, case-sensitive, no
+  smoothing (a corpus without any matching 4-gram scores 0), i.e. sacreBLEU `tokenize=none smooth=none`.
+`xlp finetune --task unmt` runs are read the same way (VLE Table 1: rows = runs, columns = directions).
 If the data were lowercased by `xlp prepare`, detokenized BLEU is computed case-insensitively (the signature
 says `case:lc`). Cells are mean ± std (sample std) over the seeds of a run; runs sharing a `--name` are
 pooled as seeds of one configuration. A run's zero-shot directions (from its manifest) go to a second table.
@@ -61,12 +63,19 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def multi_bleu():
+    """sacreBLEU configured as Moses' multi-bleu.perl: whitespace tokens, case-sensitive, no smoothing."""
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(tokenize="none", smooth_method="none", force=True)
+
+
 def score_rows(rows: list[dict[str, Any]], lowercase: bool, tokenize: str = "13a") -> dict[str, Any]:
     from sacrebleu.metrics import BLEU
 
     detok = BLEU(tokenize=tokenize, lowercase=lowercase)
     d = detok.corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
-    tok = BLEU(tokenize="none", force=True)
+    tok = multi_bleu()
     t = tok.corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
     return {"bleu": d.score, "tok_bleu": t.score, "n": len(rows), "signature": str(detok.get_signature()),
             "tok_signature": str(tok.get_signature())}
@@ -78,11 +87,12 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
     for i, folder in enumerate(data):
         folder = Path(folder)
         m = artifacts.read_manifest(folder, stage="finetune")
-        if m.get("task") != "translation":
-            raise BadInput(f"not a translation run (task {m.get('task')!r})", path=folder)
+        if m.get("task") not in ("translation", "unmt"):
+            raise BadInput(f"not a translation or unmt run (task {m.get('task')!r})", path=folder)
         cfg = m.get("config", {})
         default = cfg.get("lang-encoding", "?") if cfg.get("arch") != "interlingua" else \
             "interlingua[" + ",".join(cfg.get("intl-losses", [])) + "]"
+        default = "copy" if cfg.get("copy-baseline") else default
         name = names[i] if names else default
         r = runs.setdefault(name, {"folders": [], "seeds": [], "zero_shot": set(), "directions": [], "curves": {}})
         r["folders"].append(str(folder))
@@ -261,15 +271,17 @@ def print_summary(summary: dict[str, Any]) -> None:
 
     res = json.loads(Path(summary["results"]).read_text(encoding="utf-8"))
     for label, dirs, prefix in (("supervised", res["supervised"], ""), ("zero-shot", res["zero_shot"], "zero-shot ")):
-        if not dirs:
-            continue
-        t = Table(title=f"{summary['title']} ({label}, detokenized BLEU, {summary['split']})")
-        t.add_column("run")
-        for d in dirs + ["Avg"]:
-            t.add_column(d, justify="right")
-        for name, r in res["runs"].items():
-            st = r.get("bleu", {})
-            t.add_row(name, *[fmt(st.get(prefix + d, {"n": 0})) for d in dirs + ["Avg"]])
-        ui.out.print(t)
-    ui.out.print(f"signature: {summary.get('signature', '')}")
+        for metric, what in (("bleu", "detokenized sacreBLEU"), ("tok_bleu", "tokenized BLEU, multi-bleu.perl")):
+            if not dirs:
+                continue
+            t = Table(title=f"{summary['title']} ({label}, {what}, {summary['split']})")
+            t.add_column("run")
+            for d in dirs + ["Avg"]:
+                t.add_column(d, justify="right")
+            for name, r in res["runs"].items():
+                st = r.get(metric, {})
+                t.add_row(name, *[fmt(st.get(prefix + d, {"n": 0})) for d in dirs + ["Avg"]])
+            ui.out.print(t)
+    for sig in res.get("signatures", []):
+        ui.out.print(f"signature: {sig}")
     ui.out.print(f"report: {summary['report_md']} ({summary['results']})")

@@ -183,11 +183,13 @@ def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
-    """Detokenized sacreBLEU (13a) and tokenized BLEU (tokenize=none) of prediction rows."""
+    """Detokenized sacreBLEU (13a) and tokenized BLEU (multi-bleu.perl's: tokenize=none, no smoothing) of rows."""
     from sacrebleu.metrics import BLEU
 
+    from xlp_cli.tasks.translation.bleu import multi_bleu
+
     detok = BLEU(lowercase=lowercase).corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
-    tok = BLEU(tokenize="none", force=True).corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
+    tok = multi_bleu().corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
     return {"bleu": round(detok.score, 2), "tok_bleu": round(tok.score, 2), "n": len(rows)}
 
 
