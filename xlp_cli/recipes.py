@@ -22,6 +22,7 @@ runs, and an interrupted one resumes by itself (each stage resumes from what its
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ class RunConfig:
     recipe: list[Path] = opt(factory=list, help="The recipe TOML file (e.g. pipelines/demo.toml).", argument=True)
     out: Path | None = opt(None, "Root folder of the stage outputs (overrides the `out` key of the recipe).")
     only: list[str] = opt(factory=list, help="Run only these stages (e.g. pretrain or pretrain.xlp); the others must be done.")
-    force: bool = opt(False, "Pass --force to every stage that runs (overwrite folders written with another config).")
+    force: bool = opt(False, "Pass --force to every stage that runs (folders of another config start over).")
     dry_run: bool = opt(False, "Print the plan (stage, folder, done or to run) and stop.")
 
     def validate(self) -> None:
@@ -110,7 +111,8 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
     pretrain_names, groups = [], {}
     for i, e in enumerate(tables.get("pretrain", [])):
         e = dict(e)
-        name = str(e.pop("name", "") or e.get("lang-encoding", e.get("lang_encoding", "")) or f"run{i + 1}")
+        name = _plain(str(e.pop("name", "") or e.get("lang-encoding", e.get("lang_encoding", "")) or f"run{i + 1}"),
+                      recipe)
         seeds = e.pop("seeds", None)  # recipe-only key: one run per seed, named <name>-s<seed>
         if seeds is not None and (not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds)):
             raise BadInput(f"[[pretrain]] {name}: 'seeds' must be a list of integers", path=recipe)
@@ -123,7 +125,7 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
     ft_entries = tables.get("finetune", [])
     for j, e in enumerate(ft_entries):
         e = dict(e)
-        suffix = str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else ""))
+        suffix = _plain(str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else "")), recipe)
         if "data" in e or not pretrain_names or e.get("task") == "translation":  # translation: one model per entry
             name = suffix or str(e.get("task", "finetune"))
             add(Node(f"finetune.{name}", "finetune", name, e, f"{recipe} [finetune] {name}"))
@@ -142,6 +144,14 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
 
     wire(nodes, root)
     return nodes, {"root": root, "title": meta.get("title", "")}
+
+
+def _plain(name: str, recipe: Path) -> str:
+    """A run name names a folder under the recipe's root: letters, digits, '.', '_', '+' and '-' only."""
+    if name and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", name):
+        raise BadInput(f"name {name!r}: a run name becomes a folder name; use letters, digits, '.', '_', '+', '-'",
+                       path=recipe)
+    return name
 
 
 def _ref(nodes: dict[str, Node], ref: str, where: str) -> list[str]:
@@ -297,13 +307,19 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             raise BadInput(f"--only {o}: no such stage in the recipe (stages: {', '.join(plan)})", path=recipe)
     selected = [n for n in plan if not only or n in only or nodes[n].stage in only]
 
+    root = Path(meta["root"]).resolve()
+    for nid in plan:  # every table is checked against its stage's config before the first stage runs
+        nodes[nid].cfg = build_config(nodes[nid], nodes, cfg.force)
+        out = Path(nodes[nid].cfg.out).resolve()
+        if out != root and root not in out.parents:
+            raise BadInput(f"stage {nid} would write to {out}, outside the recipe's root folder {root}; a recipe's "
+                           "stage folders must lie inside its root (recipe.out or --out)", path=nodes[nid].where)
     ran: set[str] = set()
     t_all = time.time()
     for nid in plan:
         node = nodes[nid]
-        if node.stage == "finetune" and not cfg.dry_run:
-            _catalog_task_fallback(node, nodes, Path(meta["root"]))
-        node.cfg = build_config(node, nodes, cfg.force)
+        if node.stage == "finetune" and not cfg.dry_run and _catalog_task_fallback(node, nodes, Path(meta["root"])):
+            node.cfg = build_config(node, nodes, cfg.force)
         if nid not in selected:
             node.status = "not selected"
             continue
@@ -340,15 +356,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
 XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
 
 
-def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> None:
-    """XNLI fine-tuning without the XNLI/MultiNLI files: derive a task from the catalogs, and say so."""
+def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> bool:
+    """XNLI fine-tuning without the XNLI/MultiNLI files: derive a task from the catalogs, and say so (True)."""
     v = node.values
     if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
-        return
+        return False
     data = artifacts.data_dir()
     missing = [str(data / rel) for rel in XNLI_FILES.values() if not (data / rel).is_file()]
     if not missing:
-        return
+        return False
     if "prepare" not in nodes or not artifacts.try_read_manifest(nodes["prepare"].values["out"]):
         raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
                        "to derive a classification task from")
@@ -361,6 +377,7 @@ def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> No
     for key in XNLI_FILES:
         v[key] = task[key.replace("-", "_")]
     v.setdefault("train-lang", task["train_lang"])
+    return True
 
 
 def _xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:

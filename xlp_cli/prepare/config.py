@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import NAMES as SOURCES
 
@@ -47,7 +47,7 @@ class PrepareConfig:
     shard_size: int = opt(100_000, "Records per Parquet shard.")
     bpe_codes: int = opt(0, "Also learn this many BPE merges on the train split and apply them (0: no BPE).")
     bpe_from: Path | None = opt(None, "Apply an existing BPE (a codes file, or an `xlp bpe learn` folder) instead of learning one.")
-    force: bool = opt(False, "Overwrite an output folder written with a different config.", volatile=True)
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if self.workers < 1:

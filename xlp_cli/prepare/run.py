@@ -28,12 +28,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts, outdir, ui
 from xlp_cli.config import keys_where, to_dict
 from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.prepare import workdir
 from xlp_cli.prepare.config import PrepareConfig
-from xlp_cli.prepare.finalize import SPLITS, Finalizer
+from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions, unpair_plan
 from xlp_cli.prepare.report import print_summary, progress, summary  # noqa: F401 (print_summary: the CLI's)
@@ -41,6 +41,7 @@ from xlp_cli.prepare.splits import folder_ok
 
 STAGE = "prepare"
 _WORK = ".work"
+OWNS = ("train", "valid", "test", _WORK, "bpe", "ids", "downloads")  # what xlp prepare writes in OUT (outdir.py)
 
 
 # ---------------------------------------------------------------- config
@@ -56,6 +57,7 @@ def _pipe_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- run
+@outdir.scoped
 def run(cfg: PrepareConfig) -> dict[str, Any]:
     t0 = time.time()
     try:  # jemalloc gives memory back sooner than the default pool: peak memory stays flatter
@@ -67,8 +69,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     if cfg.bpe_from is not None and not Path(cfg.bpe_from).exists():
         raise BadInput("no such BPE codes file or `xlp bpe learn` folder", path=cfg.bpe_from)
     inputs = [] if cfg.download else _inputs(cfg)  # a missing path is reported before anything is written
-    _forget_config_if_nothing_done(out)
-    prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
+    prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS,
+                                   on_locked=lambda: _forget_config_if_nothing_done(out))
     chash = artifacts.config_hash(config)
 
     if prev is not None and prev.get("config_hash") == chash and _shards_intact(out, prev, remove_bad=True):
@@ -84,7 +86,6 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         inputs = _inputs(cfg)
     errors = ErrorPolicy(cfg.on_error)
     work = out / _WORK
-    _remove_temp_shards(out)
     stats = _process(cfg, inputs, errors, work, _pipe_config(config))
     counts, shards, dropped = stats["finalized"]
     dropped.update(stats["dropped"])
@@ -157,13 +158,6 @@ def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = Fa
                 ui.warn(f"{p}: shard does not match its sha256 in the manifest; rebuilding it")
                 p.unlink()
     return ok
-
-
-def _remove_temp_shards(out: Path) -> None:
-    for split in SPLITS:
-        if (out / split).is_dir():
-            for tmp in (out / split).glob("*/.part-*.tmp"):
-                tmp.unlink()
 
 
 # ---------------------------------------------------------------- processing + finalizing

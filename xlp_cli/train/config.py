@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import AMP_CHOICES, opt
+from xlp_cli.config import AMP_CHOICES, FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 from xlp_cli.models.encoding_registry import ENCODING_NAMES, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
@@ -57,7 +57,7 @@ class PretrainConfig(EncodingFlags):
     device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).", volatile=True)
     num_threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
     resume: bool = opt(False, "Require an existing checkpoint in --out and continue it (a rerun with the same config resumes anyway).", volatile=True)
-    force: bool = opt(False, "Start over in an --out written with a different config.", volatile=True)
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         def positive(name: str, v: float) -> None:

@@ -37,15 +37,7 @@ class PretrainInputs:
 
 def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
     """The `xlp bpe apply` output among --data (or upstream of them; or a prepare folder that applied BPE)."""
-    found = artifacts.find_upstream(list(data), "bpe-apply")
-    if found is None:  # `xlp prepare --bpe-codes/--bpe-from` keeps its ids in a sub-folder (outputs.ids)
-        subs = []
-        for d in data:
-            m = artifacts.try_read_manifest(d) or {}
-            ids_sub = (m.get("outputs") or {}).get("ids") if isinstance(m.get("outputs"), dict) else None
-            if isinstance(ids_sub, str):
-                subs.append(Path(d) / ids_sub)
-        found = artifacts.find_upstream(subs, "bpe-apply") if subs else None
+    found = artifacts.find_upstream(list(data), "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         raise BadInput("no `xlp bpe apply` output (manifest stage 'bpe-apply') among --data or their upstream",
                        path=",".join(map(str, data)))
@@ -56,7 +48,8 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
             encoding_options: dict[str, Any], objective: str = "") -> PretrainInputs:
     """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads (`objective`: its name)."""
     ids_dir, ids_manifest = find_ids(data)
-    dict_path = ids_dir / str(ids_manifest.get("dictionary") or "dict.txt")
+    dict_path = artifacts.inside(ids_dir, ids_manifest.get("dictionary") or "dict.txt", "dictionary",
+                                 ids_dir / artifacts.MANIFEST)
     if not dict_path.is_file():
         raise BadInput("the id shards have no dictionary (dict.txt)", path=dict_path)
     dico = Dictionary.read(dict_path)

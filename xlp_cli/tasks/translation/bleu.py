@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, textfile, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.evaluate import figures
 from xlp_cli.evaluate.figures import pyplot, save_png
@@ -50,16 +50,15 @@ def fmt(stat: dict[str, Any]) -> str:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"not a JSON line ({e.msg})", path=path, position=i) from None
-            for k in ("hyp", "ref", "hyp_tok", "ref_tok"):
-                if not isinstance(r.get(k), str):
-                    raise BadInput(f"prediction row has no text field '{k}'", path=path, position=i)
-            rows.append(r)
+    for i, line in textfile.text_lines(path):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"not a JSON line ({e.msg})", path=path, position=i) from None
+        for k in ("hyp", "ref", "hyp_tok", "ref_tok"):
+            if not isinstance(r, dict) or not isinstance(r.get(k), str):
+                raise BadInput(f"prediction row has no text field '{k}'", path=path, position=i)
+        rows.append(r)
     return rows
 
 
@@ -101,8 +100,9 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
             if d not in r["directions"]:
                 r["directions"].append(d)
         lowercased = _lowercases(folder)
-        for run in (m.get("outputs") or {}).get("runs", []):
-            rdir = folder / run
+        runs_listed = (m.get("outputs") or {}).get("runs", []) if isinstance(m.get("outputs"), dict) else []
+        for run in runs_listed if isinstance(runs_listed, list) else []:
+            rdir = artifacts.inside(folder, run, "run folder", folder / artifacts.MANIFEST)
             res_path = rdir / "results.json"
             if res_path.is_file():
                 lowercased = bool(json.loads(res_path.read_text(encoding="utf-8")).get("lowercased", lowercased))
@@ -138,12 +138,12 @@ def read_valid_curve(path: Path) -> list[tuple[int, float]]:
     pts: dict[int, float] = {}
     if not path.is_file():
         return []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():  # a log: bad lines are passed over
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if rec.get("event") == "valid" and isinstance(rec.get("valid_nll"), (int, float)) and math.isfinite(rec["valid_nll"]):
+        if isinstance(rec, dict) and rec.get("event") == "valid" and isinstance(rec.get("valid_nll"), (int, float)) and math.isfinite(rec["valid_nll"]):
             pts[int(rec["step"])] = float(rec["valid_nll"])
     return sorted(pts.items())
 

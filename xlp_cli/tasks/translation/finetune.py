@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.models import checkpoint as ckpt
@@ -194,12 +194,16 @@ def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------------------- stage
+OWNS = ("dict.txt", "tokenizer", "results.json", "seed-*")  # what a translation run writes in FT (outdir.py)
+
+
+@outdir.scoped
 def run(cfg: TranslationConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)  # torchrun: one process per GPU (NCCL) or CPU share (gloo)
     job = Job(cfg)
     config = cfgmod.to_dict(cfg)
     if rt.main:
-        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force)
+        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
         job.codec.save(cfg.out)
     rt.barrier()
     n_params = job.new_model().n_params()
