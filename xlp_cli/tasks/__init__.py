@@ -22,8 +22,9 @@ class TaskSpec:
     evaluate_summary: str | None = None
     starts_from: str = "pretrain"              # recipes: finetune reads a pretrain run ("pretrain": one fine-tuning
                                                # per pretrain entry) or the id shards ("ids")
-    reads: tuple[str, ...] = ("finetune",)     # recipes: the stages whose runs `xlp evaluate` compares; a task that
-                                               # reads both names each finetune run after its pretrain run
+    evaluate_reads: tuple[str, ...] = ("finetune",)  # the stages whose folders `xlp run` gives its evaluation by
+                                               # default; a task reading both names each finetune run after its
+                                               # pretrain run
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -42,24 +43,33 @@ TASKS: dict[str, TaskSpec] = {
     "retrieval": TaskSpec(
         "sentence retrieval without fine-tuning (XTREME's Tatoeba, and UD PUD): xx<->en cosine nearest neighbours",
         evaluate=("xlp_cli.tasks.retrieval.config:RetrievalConfig", "xlp_cli.tasks.retrieval.scores:run"),
-        evaluate_summary="xlp_cli.tasks.retrieval.scores:print_summary", reads=("pretrain",)),
+        evaluate_summary="xlp_cli.tasks.retrieval.scores:print_summary", evaluate_reads=("pretrain",)),
     "xtreme": TaskSpec(
         "one report: XNLI, POS and retrieval of several runs side by side (mean ± std over seeds, marked differences)",
         evaluate=("xlp_cli.tasks.xtreme:XtremeConfig", "xlp_cli.tasks.xtreme:run"),
-        evaluate_summary="xlp_cli.tasks.xtreme:print_summary", reads=("finetune", "pretrain")),
+        evaluate_summary="xlp_cli.tasks.xtreme:print_summary", evaluate_reads=("finetune", "pretrain")),
     "translation": TaskSpec(
         "multilingual translation (transformer or interlingua) on parallel id shards; BLEU",
         finetune=("xlp_cli.tasks.translation.config:TranslationConfig", "xlp_cli.tasks.translation.finetune:run"),
         evaluate=("xlp_cli.tasks.translation.config:TranslationEvalConfig", "xlp_cli.tasks.translation.bleu:run"),
         finetune_summary="xlp_cli.tasks.translation.finetune:print_summary",
         evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary", starts_from="ids"),
+    "unmt": TaskSpec(
+        "unsupervised translation of a language pair: denoising + on-the-fly back-translation + MLM; BLEU",
+        finetune=("xlp_cli.tasks.unmt.config:UnmtConfig", "xlp_cli.tasks.unmt.finetune:run"),
+        finetune_summary="xlp_cli.tasks.unmt.finetune:print_summary", starts_from="ids"),
     "lexicon": TaskSpec(
         "bilingual-dictionary cosine and P@1/P@5 of pre-trained embeddings (VLE Table 2)",
         evaluate=("xlp_cli.tasks.lexicon:LexiconConfig", "xlp_cli.tasks.lexicon:run"),
-        evaluate_summary="xlp_cli.tasks.lexicon:print_summary", reads=("pretrain",)),
+        evaluate_summary="xlp_cli.tasks.lexicon:print_summary", evaluate_reads=("pretrain",)),
     "analysis": TaskSpec(
         "XLP Fig. 2/4/5 and VLE Fig. 2 of pre-trained runs, as PNG and numbers",
-        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run"), reads=("pretrain",)),
+        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run"),
+        evaluate_reads=("pretrain",)),
+    "claims": TaskSpec(
+        "the XLP/VLE papers' claims tested over seeds (paired t-test) on XNLI fine-tunings of pre-training runs",
+        evaluate=("xlp_cli.tasks.claims:ClaimsConfig", "xlp_cli.tasks.claims:run"),
+        evaluate_summary="xlp_cli.tasks.claims:print_summary"),
 }
 
 

@@ -21,6 +21,7 @@ import torch
 from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
+from xlp_cli.models.veco import is_veco, plug_out
 from xlp_cli.train import engine
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime
@@ -42,6 +43,7 @@ class Pretrained:
         self.langs: list[str] = list(model.config.langs)
         self.prefix_len = int(model.prefix_len)
         self.frozen_when_finetuning = model.lang_encoding.spec.frozen_when_finetuning
+        self.cross_attention = is_veco(model)
         self.text_encoder = self._text_encoder()
         self._check_vocabulary()
 
@@ -72,13 +74,16 @@ class Pretrained:
                 raise BadInput(f"the run's dict.txt differs from the dictionary of its id shards ({te_dict})", path=run_dict)
 
     def new_head(self, head: type, dropout: float, device: torch.device, **kw: Any) -> torch.nn.Module:
-        """A fresh task model (`models/heads.py`) on this run's encoder."""
+        """A fresh task model (`models/heads.py`) on this run's encoder; a VECO encoder loses its cross-attention
+        (plug-out fine-tuning, VECO 3.1)."""
         encoder = ckpt.load_pretrained(self.run, self.which)
-        return head(encoder, dropout=dropout, **kw).to(device)
+        return head(plug_out(encoder), dropout=dropout, **kw).to(device)
 
-    def new_classifier(self, dropout: float, device: torch.device) -> torch.nn.Module:
-        from xlp_cli.models.heads import SequenceClassifier
+    def new_classifier(self, dropout: float, device: torch.device, veco: str = "plug-out") -> torch.nn.Module:
+        from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier
 
+        if veco == "plug-in":  # VECO plug-in: the encoder keeps its cross-attention
+            return PlugInClassifier(ckpt.load_pretrained(self.run, self.which), dropout=dropout).to(device)
         return self.new_head(SequenceClassifier, dropout, device)
 
     def lang_index(self, lang: str) -> int:
@@ -92,13 +97,13 @@ class Pretrained:
         return [{"path": str(self.run.resolve()), "stage": "pretrain", "config_hash": self.manifest.get("config_hash")}]
 
 
-def start(cfg: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def start(cfg: Any, owns: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The config recorded in the manifest, and the summary of a finished run with the same config (else None).
-    A folder written with another config is refused unless --force (`artifacts.guard_out_dir`)."""
+    `out` is locked and claimed for the entries `owns` (`artifacts.guard_out_dir`: a folder written with another
+    config is refused unless --force); the caller's run function is `outdir.scoped`."""
     config = cfgmod.identity(cfg)
     config["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force)
+    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=owns)
     if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
         ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
         return config, {**json.loads((cfg.out / "results.json").read_text(encoding="utf-8")), "skipped": True}

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.evaluate.render import order_langs
 from xlp_cli.models import checkpoint as ckpt
@@ -114,6 +114,10 @@ def test_files(ud_dir: Path, exclude: set[Path]) -> dict[str, list[Path]]:
     return {l: s.get("test") or s.get("other") for l, s in by_lang.items() if s.get("test") or s.get("other")}
 
 
+OWNS = ("results.json", "predictions", "runs", "encoded")  # what POS fine-tuning writes in FT (outdir.py)
+
+
+@outdir.scoped
 def run(cfg: PosConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     pre = Pretrained(Path(cfg.data[0]), cfg.which)
@@ -134,7 +138,7 @@ def run(cfg: PosConfig) -> dict[str, Any]:
     if not langs:
         raise BadInput(f"none of the run's languages ({', '.join(pre.langs)}) has a UD test file", path=ud_dir)
 
-    config, finished = start(cfg)
+    config, finished = start(cfg, OWNS)
     if finished is not None:
         return finished
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, textfile
 from xlp_cli.errors import BadInput
 from xlp_cli.evaluate.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
 
@@ -41,19 +41,18 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def prediction_rows(path: Path, check: Any = None) -> Iterator[tuple[Any, Any]]:
     """(gold, pred) of every line of a predictions file (JSON objects with "gold" and "pred"); `check(gold, pred)`
     may raise TypeError for a task's own shape. A bad line is a one-line BadInput naming file and line."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                gold, pred = row["gold"], row["pred"]
-                if check is not None:
-                    check(gold, pred)
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise BadInput(f"not a prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and 'pred'",
-                               path=path, position=n) from None
-            yield gold, pred
+    for n, line in textfile.text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            gold, pred = row["gold"], row["pred"]
+            if check is not None:
+                check(gold, pred)
+        except (json.JSONDecodeError, KeyError, TypeError, IndexError) as e:
+            raise BadInput(f"not a prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and 'pred'",
+                           path=path, position=n) from None
+        yield gold, pred
 
 
 def accuracy_of_file(path: Path) -> tuple[float, int]:
