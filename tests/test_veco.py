@@ -232,6 +232,37 @@ def test_plug_in_refusals_are_one_line(cli, veco_run, tmp_path) -> None:
 
 
 @pytest.mark.integration
+def test_retrieval_and_pos_read_a_veco_run_plugged_out(cli, veco_run, tmp_path) -> None:
+    """XTREME-style tasks (docs/evaluate.md) on a VECO run: retrieval reads its encoder with the cross-attention
+    unplugged (the vectors of `plug_out`), POS tagging fine-tunes the plugged-out encoder (kind tagger)."""
+    from xlp_cli.tasks.retrieval.encode import load_encoder, sentence_vectors
+
+    _, run = veco_run
+    enc = load_encoder(run)
+    texts = ["Ich habe Hunger.", "Das Haus ist alt und sehr schön."]
+    vecs = sentence_vectors(enc, texts, "de", 1)
+    enc.model = plug_out(enc.model).eval()
+    assert not enc.model.config.cross_attention
+    assert torch.allclose(torch.from_numpy(vecs), torch.from_numpy(sentence_vectors(enc, texts, "de", 1)), atol=1e-5)
+    r = cli("evaluate", "--task", "retrieval", "--data", run, "--out", tmp_path / "ret", "--sets", "tatoeba,pud",
+            "--max-sentences", "40", "--threads", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    tables = json.loads((tmp_path / "ret" / "results.json").read_text())["tables"]
+    for name in ("tatoeba xx->en", "pud en->xx"):
+        acc = next(iter(tables[name]["runs"].values()))["acc"]["de"]["mean"]
+        assert 0.0 <= acc <= 100.0
+    r = cli("finetune", "--task", "pos", "--data", run, "--out", tmp_path / "pos", "--lang", "de", "--epochs", "1",
+            "--max-train-sentences", "64", "--max-eval-sentences", "16", "--lr", "1e-3", "--batch-size", "16",
+            "--warmup", "0", "--threads", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    best = next((tmp_path / "pos" / "runs" / "transfer").glob("*/checkpoints/best"))
+    meta = json.loads((best / "model.json").read_text())
+    assert meta["kind"] == "tagger" and meta["encoder"]["cross_attention"] is False
+    preds = (tmp_path / "pos" / "predictions" / "seed1" / "test.de.jsonl").read_text().splitlines()
+    assert len(preds) == 16
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("tie", [True, False])
 def test_translation_starts_from_a_veco_run(cli, veco_run, tmp_path, tie, monkeypatch) -> None:
     from xlp_cli import config as cfgmod
