@@ -19,7 +19,6 @@ import hashlib
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
@@ -117,7 +116,6 @@ def derive(prep: Path, out: Path, *, seed: int = 0, max_train: int = 6000, max_e
 
 
 def raise_no_pairs(prep: Path) -> None:
-
     raise BadInput("cannot derive a classification task: the prepare output has no English-parallel pairs "
                    "(use --source gettext, or provide XNLI/MultiNLI under XLP_DATA_DIR)", path=prep)
 
@@ -125,9 +123,10 @@ def raise_no_pairs(prep: Path) -> None:
 XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
 
 
-def catalog_fallback(v: dict[str, Any], node_id: str, prepare_out: str | None, root: Path) -> bool:
-    """`xlp run`: XNLI fine-tuning (recipe values `v`) without the XNLI/MultiNLI files: derive a task from the
-    catalogs of the recipe's [prepare] output, point `v` at it, and say so (True)."""
+def catalog_task_fallback(what: str, values: dict, prepare_out: Path | None, root: Path) -> bool:
+    """XNLI fine-tuning of a recipe (its entry's `values`, changed in place) without the XNLI/MultiNLI files:
+    derive a task from the catalogs of the recipe's finished [prepare] output, and say so (True)."""
+    v = values
     if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
         return False
     data = artifacts.data_dir()
@@ -137,9 +136,9 @@ def catalog_fallback(v: dict[str, Any], node_id: str, prepare_out: str | None, r
     if prepare_out is None or not artifacts.try_read_manifest(prepare_out):
         raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
                        "to derive a classification task from")
-    task = derive(Path(prepare_out), root / "derived-task")
-    ui.warn(f"XNLI/MultiNLI not found under {data} (missing {missing[0]}): fine-tuning {node_id} on a classification "
-            f"task derived from the gettext catalogs instead ({root / 'derived-task'}; does a message translate "
+    task = derive(prepare_out, root / "derived-task")
+    ui.warn(f"XNLI/MultiNLI not found under {data} (missing {missing[0]}): fine-tuning {what} on a classification task "
+            f"derived from the gettext catalogs instead ({root / 'derived-task'}; does a message translate "
             f"another? see docs/recipes.md), training on {task['train_lang']}. These are not XNLI numbers.")
     for key in XNLI_FILES:
         v[key] = task[key.replace("-", "_")]
