@@ -125,6 +125,7 @@ def test_pos_learns_and_is_scored_from_predictions(finetuned, shared_data, runs,
     xlp_en = res["scores"]["runs"]["xlp"]["acc"]["en"]
     assert xlp_en["n"] == 2 and xlp_en["mean"] == pytest.approx(np.mean([summary["accuracy"][s]["en"] for s in "12"]))
     assert (tmp_path / "ev" / "pos_accuracy.png").is_file() and (tmp_path / "ev" / "report.html").is_file()
+    assert "UD POS test split." in (tmp_path / "ev" / "report.md").read_text()  # not a run's name (regression)
 
 
 @pytest.mark.integration

@@ -138,8 +138,8 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
     curves: dict[str, list[tuple[int, float]]] = {}
     for name, r in scores["runs"].items():
         for i, run_dir in enumerate(dict.fromkeys(r.get("pretrain_runs", []))):
-            label = name if i == 0 else f"{name} ({Path(run_dir).name})"
-            curves[label] = read_valid_curve(Path(run_dir))
+            curve = name if i == 0 else f"{name} ({Path(run_dir).name})"
+            curves[curve] = read_valid_curve(Path(run_dir))
     loss_png = plot_valid_curves(curves, out / "pretrain_valid_loss.png")
     if loss_png:
         pngs.append(("Pre-training validation loss", loss_png))
