@@ -205,3 +205,31 @@ def test_old_and_new_format_versions(tmp_path):
     artifacts.write_json_atomic(bad / "manifest.json", {"stage": "prepare", "outputs": {"ids": "../../etc"}})
     with pytest.raises(BadInput, match="not a sibling folder name"):
         artifacts.find_upstream([bad], "bpe-apply")
+
+
+def test_format_1_folder_still_read_and_resumed(outs, tmp_path):
+    """An xlp 0.1 prepare folder (bpe/ and ids/ inside, no format_version) feeds vocab-score through --data, and a
+    rerun of the same prepare command finds it up to date instead of writing siblings."""
+    import shutil
+
+    old = tmp_path / "mono"
+    shutil.copytree(outs / "mono", old)
+    for sub in ("bpe", "ids"):
+        shutil.copytree(outs / f"mono-{sub}", old / sub)
+    for folder in (old, old / "bpe", old / "ids"):
+        m = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        m.pop("format_version")
+        m.pop("dictionary_layout", None)
+        if folder == old:
+            m["outputs"].update(bpe="bpe", ids="ids")
+        for up in m.get("upstream", []):  # the copies point at each other, as xlp 0.1 wrote them
+            up["path"] = str(old / "bpe" if up["path"].endswith("-bpe") else old)
+        (folder / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
+    r = run_cli("vocab-score", "--data", old, "--out", tmp_path / "vocab", "--k", "20")
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "vocab" / "vle_vocab.json").read_bytes() == (outs / "vocab" / "vle_vocab.json").read_bytes()
+    r = run_cli("prepare", "--out", old, "--source", "opus", M30K / "train.de.gz", M30K / "train.en.gz", "--lang",
+                "de,en", "--max-records", "900", "--valid-fraction", "0.05", "--test-fraction", "0.05",
+                "--bpe-codes", "300", "--unpair", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "up to date" in r.stdout and not (tmp_path / "mono-ids").exists()
