@@ -201,6 +201,8 @@ def test_old_and_new_format_versions(tmp_path):
     artifacts.write_json_atomic(new / "manifest.json", {"format_version": 99, "stage": "prepare", "config": {}})
     with pytest.raises(BadInput, match="newer xlp .*format 99"):
         artifacts.read_manifest(new)
+    r = run_cli("vocab-score", "--data", new, "--out", tmp_path / "v")
+    assert r.exit_code == 2 and "newer xlp" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     bad = tmp_path / "bad"
     artifacts.write_json_atomic(bad / "manifest.json", {"stage": "prepare", "outputs": {"ids": "../../etc"}})
     with pytest.raises(BadInput, match="not a sibling folder name"):

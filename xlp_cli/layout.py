@@ -80,9 +80,16 @@ def check_format(manifest: dict[str, Any], path: Path) -> int:
     return v
 
 
-def sibling_name(out: Path, stage: str) -> str:
+def _named(folder: Path) -> Path:
+    """`folder`, or its absolute path when it has no name of its own (`.`, `..`), so that `.parent` is beside it."""
+    folder = Path(folder)
+    return folder if folder.name not in ("", ".", "..") else folder.resolve()
+
+
+def sibling(out: Path, stage: str) -> Path:
     """The folder `xlp prepare --bpe-codes/--bpe-from` writes a sub-stage into: OUT-bpe / OUT-ids beside OUT."""
-    return f"{Path(out).name}-{stage}"
+    out = _named(out)
+    return out.parent / f"{out.name}-{stage}"
 
 
 def linked_folder(folder: Path, rel: Any, what: str, source: Path) -> Path:
@@ -94,7 +101,7 @@ def linked_folder(folder: Path, rel: Any, what: str, source: Path) -> Path:
         name = rel[3:]
         if not name or "/" in name or name in (".", ".."):
             raise BadInput(f"{what} {rel!r} is not a sibling folder name; refused", path=source)
-        return folder.parent / name
+        return _named(folder).parent / name
     return inside(folder, rel, what, source)
 
 

@@ -9,7 +9,7 @@ from rich.progress import ProgressColumn, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from xlp_cli import ui
+from xlp_cli import layout, ui
 from xlp_cli.prepare.finalize import SPLITS
 
 
@@ -54,7 +54,7 @@ def summary(manifest: dict[str, Any], out: Path, seconds: float) -> dict[str, An
 def _linked(out: Path, manifest: dict[str, Any], key: str) -> str | None:
     """The path of the sibling (or, xlp 0.1, child) stage folder prepare wrote, as a user types it."""
     rel = manifest.get("outputs", {}).get(key)
-    return str(out.parent / rel[3:]) if isinstance(rel, str) and rel.startswith("../") else (str(out / rel) if rel else None)
+    return str(layout.linked_folder(out, rel, key, out)) if isinstance(rel, str) and rel else None
 
 
 def print_summary(summary: dict[str, Any]) -> None:

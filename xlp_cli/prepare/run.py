@@ -244,7 +244,7 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[
                          "run `xlp bpe learn` / `xlp bpe apply` on this folder instead") from None
     data = [out]
     apply_kwargs: dict[str, Any] = {"force": cfg.force}
-    bpe_dir, ids_dir = (out.parent / layout.sibling_name(out, s) for s in ("bpe", "ids"))  # siblings: each stands alone
+    bpe_dir, ids_dir = layout.sibling(out, "bpe"), layout.sibling(out, "ids")  # siblings: each stands alone
     if cfg.bpe_codes:
         bpe_run.learn(BpeLearnConfig(data=[out], out=bpe_dir, codes=cfg.bpe_codes, parallel=True, force=cfg.force))
         data.append(bpe_dir)
