@@ -108,12 +108,23 @@ def linked_folder(folder: Path, rel: Any, what: str, source: Path) -> Path:
 _umask_lock = threading.Lock()
 
 
-def file_mode() -> int:
-    """The mode a new file gets under the current umask (mkstemp would make it 0600)."""
+def _umask() -> int:
+    try:  # Linux: read it without changing it (no window in which another thread creates files under 022)
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     with _umask_lock:
         mask = os.umask(0o022)
         os.umask(mask)
-    return 0o666 & ~mask
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a new file gets under the current umask (mkstemp would make it 0600)."""
+    return 0o666 & ~_umask()
 
 
 def honour_umask(path: str | Path) -> None:
