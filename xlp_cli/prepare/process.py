@@ -62,9 +62,10 @@ def content_hashes(key: str) -> tuple[int, int]:
 
 
 def _length_problem(text: str) -> str | None:
-    if not text:
+    if not text or text.isspace():
         return "empty"
-    n = text.count(" ") + 1
+    # --tokenize xlm keeps XLM's spacing (th "   ", hi double spaces): count tokens, not spaces, there
+    n = text.count(" ") + 1 if "  " not in text and text[0] != " " and text[-1] != " " else len(text.split())
     lo, hi = _LIMITS
     if n < lo:
         return "too_short"
@@ -73,15 +74,37 @@ def _length_problem(text: str) -> str | None:
     return None
 
 
+def _processed(pipe: TextPipeline, items: list[tuple[str, str, str]]) -> list[str]:
+    """The processed text of each (lang, text, raw), one native call per language; "" where raw is empty.
+    The text, not its raw form, is processed: the normalizer sees tabs and no-break spaces as perl does."""
+    out = [""] * len(items)
+    by_lang: dict[str, list[int]] = {}
+    for i, (lang, _, raw) in enumerate(items):
+        if raw:
+            by_lang.setdefault(lang, []).append(i)
+    for lang, idx in by_lang.items():
+        for i, proc in zip(idx, pipe.process_batch([items[i][1] for i in idx], lang)):
+            out[i] = proc
+    return out
+
+
 def process_chunk(chunk: list[tuple]) -> list[tuple]:
     pipe = _PIPE
     assert pipe is not None, "init_worker was not called"
+    items: list[tuple[str, str, str]] = []  # (lang, text, raw) of every side of every record
+    for rec in chunk:
+        if rec[0] == "m":
+            items.append((rec[1], rec[2], pipe.raw(rec[2])))
+        else:
+            items.append((rec[1], rec[3], pipe.raw(rec[3])))
+            items.append((rec[2], rec[4], pipe.raw(rec[4])))
+    procs = iter(_processed(pipe, items))
+    raws = iter(raw for _, _, raw in items)
     out: list[tuple] = []
     for rec in chunk:
         if rec[0] == "m":
-            _, lang, text, source = rec
-            raw = pipe.raw(text)
-            proc = pipe.process(raw, lang) if raw else ""
+            _, lang, _, source = rec
+            raw, proc = next(raws), next(procs)
             why = _length_problem(proc)
             if why:
                 out.append(("x", why))
@@ -89,10 +112,9 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
             h, u = content_hashes(f"{lang}\x00{proc}")
             out.append(("m", lang, record_id(source, lang, proc), source, raw, proc, h, u))
         else:
-            _, l1, l2, t1, t2, source = rec
-            r1, r2 = pipe.raw(t1), pipe.raw(t2)
-            p1 = pipe.process(r1, l1) if r1 else ""
-            p2 = pipe.process(r2, l2) if r2 else ""
+            _, l1, l2, _, _, source = rec
+            r1, r2 = next(raws), next(raws)
+            p1, p2 = next(procs), next(procs)
             why = _length_problem(p1) or _length_problem(p2)
             if why:
                 out.append(("x", why))
