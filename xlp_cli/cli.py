@@ -38,6 +38,8 @@ app.add_typer(bpe_app, name="bpe")
 _COMMANDS = [
     (app, "prepare", "xlp_cli.prepare.config:PrepareConfig", "xlp_cli.prepare.run:run",
      "Extract, clean, normalize, tokenize and split raw text into Parquet shards.", "xlp_cli.prepare.run:print_summary"),
+    (app, "text", "xlp_cli.text.config:TextConfig", "xlp_cli.text.filter:run",
+     "Clean, normalize, tokenize and lowercase text lines (stdin or INPUT) into OUTPUT: a drop-in for XLM's tokenize.sh.", "xlp_cli.text.filter:print_summary"),
     (bpe_app, "learn", "xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn",
      "Learn BPE merge codes (fastBPE format) or a SentencePiece model from a prepared train split.", None),
     (bpe_app, "apply", "xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply",

@@ -20,8 +20,8 @@ exactly the input's.
 
 `none`: the text is left as it is.
 
-Both modes run natively (native/case.cpp), with CPython 3.11's own tables for `str.lower` (Final_Sigma
-included), NFD and the Mn category, generated into native/unicode_tables.inc.
+Both modes run natively (csrc/case.cpp), with CPython 3.11's own tables for `str.lower` (Final_Sigma
+included), NFD and the Mn category, generated into csrc/unicode_tables.inc.
 """
 
 from __future__ import annotations

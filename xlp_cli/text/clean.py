@@ -2,7 +2,7 @@
 
 The perl script replaces every character of Unicode category C (Cc control, Cf format, Cs surrogate,
 Co private use, Cn unassigned, perl 5.36 = Unicode 14) with a space: `s/\\p{C}/ /g`. Tabs and newlines are
-Cc, so they become spaces too; the tokenizer later collapses runs of spaces. Runs natively (native/normalize.cpp).
+Cc, so they become spaces too; the tokenizer later collapses runs of spaces. Runs natively (csrc/normalize.cpp).
 """
 
 from __future__ import annotations

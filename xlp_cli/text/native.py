@@ -1,4 +1,4 @@
-"""The compiled text pipeline (`_native`, built from native/*.cpp by `pip install -e .` / `make setup`).
+"""The compiled text pipeline (`_native`, built from csrc/*.cpp by `pip install -e .` / `make setup`).
 
 `pipeline(lang, clean, normalize, tokenize, lowercase)` gives a cached `_native.Pipeline`; its `run(texts,
 stage)` processes a list of str and `run_bytes(block, stage, max_line)` a block of UTF-8 lines, both without

@@ -1,4 +1,4 @@
-"""Moses punctuation normalization per language, as XLM's tokenize.sh runs it (native/normalize.cpp).
+"""Moses punctuation normalization per language, as XLM's tokenize.sh runs it (csrc/normalize.cpp).
 
 `replace-unicode-punctuation.perl | normalize-punctuation.perl -l L`, rule by rule, with perl's semantics:
 the scripts read bytes (`\\d` is [0-9], `\\s` ASCII whitespace, `[a-z]` with /i ASCII letters), each line

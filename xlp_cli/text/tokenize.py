@@ -1,4 +1,4 @@
-"""Word tokenization per language: the Moses tokenizer (native/tokenize.cpp), jieba for zh, pythainlp for th.
+"""Word tokenization per language: the Moses tokenizer (csrc/tokenize.cpp), jieba for zh, pythainlp for th.
 
 Modes (`--tokenize`):
 - `moses` (default): the output of sacremoses 0.2.0's `MosesTokenizer(lang).tokenize(escape=False)`, with

@@ -40,17 +40,15 @@ U32 nfd(const U32 &s) {
     U32 out;
     out.reserve(s.size() + 8);
     for (char32_t c : s) decompose(c, out);
-    // canonical ordering: stable sort of each run of non-starters by combining class
-    for (size_t i = 1; i < out.size(); ++i) {
-        uint8_t cur = T.ccc(out[i]);
-        if (cur == 0) continue;
-        size_t o = i;
-        while (o > 0) {
-            uint8_t prev = T.ccc(out[o - 1]);
-            if (prev == 0 || prev <= cur) break;
-            std::swap(out[o], out[o - 1]);
-            --o;
-        }
+    // canonical ordering: stable sort of each run of non-starters by combining class (what CPython's
+    // insertion sort does, in O(n log n) for long runs)
+    auto by_ccc = [&T](char32_t a, char32_t b) { return T.ccc(a) < T.ccc(b); };
+    for (size_t i = 0; i < out.size();) {
+        if (T.ccc(out[i]) == 0) { ++i; continue; }
+        size_t j = i + 1;
+        while (j < out.size() && T.ccc(out[j]) != 0) ++j;
+        if (j - i > 1) std::stable_sort(out.begin() + long(i), out.begin() + long(j), by_ccc);
+        i = j;
     }
     return out;
 }

@@ -6,6 +6,7 @@
 //                                                           3 the tokenizer alone
 //                                                           (zh, th: xlp runs its segmenter between 1 and 2)
 //     .run_bytes(bytes, stage, max_line) -> (bytes, [(line index, problem)])
+//   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
 //   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
 // The work runs without the GIL, so threads can share the cores.
 #define PY_SSIZE_T_CLEAN
@@ -144,6 +145,48 @@ PyObject *Pipeline_run(PipelineObject *self, PyObject *args) {
     return out;
 }
 
+// Why a line of a byte block cannot be processed ("" if it can).
+std::string line_problem(const char *p, size_t len, size_t max_line) {
+    if (max_line > 0 && len > max_line)
+        return "line longer than " + std::to_string(max_line) + " bytes (--max-line-bytes)";
+    if (const void *nul = memchr(p, '\0', len))
+        return "NUL byte at byte " + std::to_string(static_cast<const char *>(nul) - p) +
+               " of the line (binary or UTF-16 input?)";
+    size_t bad = xlp::utf8_error(p, len);
+    if (bad < len) return "invalid UTF-8 at byte " + std::to_string(bad) + " of the line";
+    return "";
+}
+
+PyObject *problems_list(const std::vector<std::pair<size_t, std::string>> &problems) {
+    PyObject *plist = PyList_New(Py_ssize_t(problems.size()));
+    if (!plist) return nullptr;
+    for (size_t i = 0; i < problems.size(); ++i)
+        PyList_SET_ITEM(plist, Py_ssize_t(i), Py_BuildValue("(ns)", Py_ssize_t(problems[i].first),
+                                                           problems[i].second.c_str()));
+    return plist;
+}
+
+PyObject *py_check_lines(PyObject *, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t max_line = 0;
+    if (!PyArg_ParseTuple(args, "y*|n", &buf, &max_line)) return nullptr;
+    const char *data = static_cast<const char *>(buf.buf);
+    const size_t n = size_t(buf.len);
+    std::vector<std::pair<size_t, std::string>> problems;
+    Py_BEGIN_ALLOW_THREADS size_t start = 0, line = 0;
+    while (start < n) {
+        const char *nl = static_cast<const char *>(memchr(data + start, '\n', n - start));
+        size_t end = nl ? size_t(nl - data) : n;
+        std::string problem = line_problem(data + start, end - start, size_t(max_line));
+        if (!problem.empty()) problems.emplace_back(line, problem);
+        ++line;
+        start = end + 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return problems_list(problems);
+}
+
 // Lines of a UTF-8 block (each ending in '\n'; a last one without it counts as a line). Bad lines (invalid
 // UTF-8, a NUL byte, longer than max_line bytes) give an empty output line and a (line index, problem) entry.
 PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
@@ -169,15 +212,7 @@ PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
         size_t end = nl ? size_t(nl - data) : n;
         const char *p = data + start;
         size_t len = end - start;
-        std::string problem;
-        size_t bad;
-        if (max_line > 0 && len > size_t(max_line))
-            problem = "line of " + std::to_string(len) + " bytes (the limit is " + std::to_string(max_line) + ")";
-        else if (memchr(p, '\0', len))
-            problem = "NUL byte at byte " + std::to_string(static_cast<const char *>(memchr(p, '\0', len)) - p) +
-                      " of the line (binary or UTF-16 input?)";
-        else if ((bad = xlp::utf8_error(p, len)) < len)
-            problem = "invalid UTF-8 at byte " + std::to_string(bad) + " of the line";
+        std::string problem = line_problem(p, len, size_t(max_line));
         if (problem.empty()) {
             xlp::decode_utf8(p, len, text);
             cfg->run(text, stage);
@@ -191,13 +226,9 @@ PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
-    PyObject *plist = PyList_New(Py_ssize_t(problems.size()));
+    PyObject *plist = problems_list(problems);
     if (!plist) return nullptr;
-    for (size_t i = 0; i < problems.size(); ++i)
-        PyList_SET_ITEM(plist, Py_ssize_t(i), Py_BuildValue("(ns)", Py_ssize_t(problems[i].first),
-                                                           problems[i].second.c_str()));
-    PyObject *res = Py_BuildValue("(y#N)", out.data(), Py_ssize_t(out.size()), plist);
-    return res;
+    return Py_BuildValue("(y#N)", out.data(), Py_ssize_t(out.size()), plist);
 }
 
 PyMethodDef Pipeline_methods[] = {
@@ -258,6 +289,7 @@ PyMethodDef module_methods[] = {
      "replace-unicode-punctuation.perl | normalize-punctuation.perl -l LANG on one line"},
     {"remove_non_printing", py_remove_non_printing, METH_O, "remove-non-printing-char.perl on one line"},
     {"lowercase", py_lowercase, METH_VARARGS, "lowercase(text, 'xlm'|'safe'|'lower')"},
+    {"check_lines", py_check_lines, METH_VARARGS, "check_lines(block, max_line=0) -> [(line index, problem)]"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", "xlp's native text pipeline (Moses, XLM).", -1,
