@@ -14,6 +14,8 @@ setup(
     ext_modules=[
         Extension("xlp_cli.bpe._learnbpe", sources=["xlp_cli/bpe/_learnbpe.cpp"], language="c++",
                   extra_compile_args=CXX),
+        Extension("xlp_cli.bpe._applybpe", sources=["xlp_cli/bpe/_applybpe.cpp"], language="c++",
+                  extra_compile_args=CXX + ["-pthread"], extra_link_args=["-pthread"]),
         Extension("xlp_cli.text._native", sources=[f"xlp_cli/text/csrc/{m}.cpp" for m in TEXT],
                   depends=["xlp_cli/text/csrc/text.h", "xlp_cli/text/csrc/unicode_tables.inc"],
                   language="c++", extra_compile_args=CXX),

@@ -5,14 +5,12 @@ Formats (those of fastBPE, https://github.com/glample/fastBPE):
 - vocab: one subword per line, `token count`, most frequent first (ties: byte order); a token that
   continues into the next one ends in `@@`.
 
-Learning runs in `_learnbpe` (C++, built by `pip install -e .`); applying runs through fastBPE's own
-Python API, once per unique word (the binary's behaviour, without re-encoding every occurrence).
+Learning runs in `_learnbpe` and applying in `_applybpe` (C++, built by `pip install -e .`), once per unique
+word (the binary's behaviour, without re-encoding every occurrence); fastBPE's Python module is not used.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,30 +141,13 @@ def check_vocab_matches_codes(merges: list[Merge], vocab: list[tuple[str, int]],
 
 
 # ---------------------------------------------------------------- applying
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """fastBPE prints 'Loading codes ...' from C++ on fd 2; keep the terminal clean."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # pragma: no cover
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 class BpeCodec:
     """Apply fastBPE codes (and optionally restrict to a vocab) exactly like `fast applybpe`.
 
     Files are checked first (fastBPE itself aborts the process on a malformed file)."""
 
     def __init__(self, codes_path: Path, vocab_path: Path | None = None, *, check: bool = True):
-        import fastBPE
+        from xlp_cli.bpe.filter import load_applier
 
         self.codes_path = Path(codes_path)
         self.vocab_path = Path(vocab_path) if vocab_path else None
@@ -174,8 +155,7 @@ class BpeCodec:
             merges = read_codes(self.codes_path)
             if self.vocab_path is not None:
                 check_vocab_matches_codes(merges, read_vocab(self.vocab_path), self.vocab_path)
-        with _quiet_stderr():
-            self._bpe = fastBPE.fastBPE(str(self.codes_path), str(self.vocab_path) if self.vocab_path else "")
+        self._bpe = load_applier(self.codes_path, self.vocab_path)
         self._cache: dict[str, str] = {}
         self._tables: dict[int, object] = {}
         self.max_cache = 2_000_000
@@ -189,8 +169,12 @@ class BpeCodec:
             self._cache.clear()
             todo = list(needed)
         if todo:
-            self._cache.update(zip(todo, self._bpe.apply(todo)))
+            self._cache.update(zip(todo, self._segment(todo)))
         return self._cache
+
+    def _segment(self, words: list[str]) -> list[str]:
+        return [b.decode("utf-8", "surrogateescape")
+                for b in self._bpe.apply_words([w.encode("utf-8", "surrogateescape") for w in words])]
 
     def apply_lines(self, lines: list[str]) -> list[str]:
         """Byte-identical to `fast applybpe` on these lines: words are split on ' ' only, spaces kept as they are."""
@@ -200,7 +184,7 @@ class BpeCodec:
         """(subword lines, flat int32 ids, int32 offsets per line) -- ids only with a dictionary `index`.
 
         Splitting, de-duplication and mapping back run natively (`_learnbpe.WordTable`); each distinct word is
-        segmented once by fastBPE's API and remembered (up to `max_cache` words) across calls."""
+        segmented once by the native applier and remembered (up to `max_cache` words) across calls."""
         import numpy as np
 
         from xlp_cli.bpe._learnbpe import WordTable
@@ -217,8 +201,7 @@ class BpeCodec:
             table.clear()
             new = table.unique(data)
         if new:
-            words = [w.decode("utf-8") for w in new]
-            subs = self._bpe.apply(words)
+            subs = [b.decode("utf-8") for b in self._bpe.apply_words(new)]
             if index is not None:
                 get = index.get
                 # XLM's binarization splits subword lines with str.split() (any Unicode space), so do we

@@ -171,10 +171,18 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
 
 
 def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
+    if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
+        from xlp_cli.bpe.filter import apply_filter
+
+        summary = apply_filter(cfg)
+        if summary["output"] == "stdout":  # stdout carries the text: the summary goes to stderr
+            ui.out.file = ui.err.file
+        return summary
     t0 = time.time()
     prep, prep_m = _prepare(cfg.data)
     config = to_dict(cfg)
-    config.pop("force")
+    for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
+        config.pop(key.replace("_", "-"))
     out = Path(cfg.out)
     tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
     prep_text = {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
