@@ -32,6 +32,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../text/csrc/utf8.h"
+
 namespace {
 
 const char kEnd[] = "</w>";
@@ -114,14 +116,28 @@ std::string read_file(const std::string &path, const char *what) {
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-// The lines of a file (getline: a last line without '\n' counts) cut on ' ' into non-empty pieces (fastBPE's split).
+[[noreturn]] void fail(const std::string &path, size_t line, const std::string &what) {
+    throw std::invalid_argument(path + ":" + std::to_string(line) + ": " + what);
+}
+
+bool all_digits(std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+size_t n_chars(std::string_view s) {  // UTF-8 characters
+    return size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// The lines of a file (getline: a last line without '\n' counts), each checked to be UTF-8 and cut on ' '
+// into non-empty pieces (fastBPE's split), the last of which must be a count.
 template <class F>
-void for_lines(const std::string &text, F f) {
+void for_lines(const std::string &text, const std::string &path, size_t n_parts, const char *format, F f) {
     size_t start = 0, n = 1;
     std::vector<std::string_view> parts;
     while (start < text.size()) {
         size_t end = text.find('\n', start);
         if (end == std::string::npos) end = text.size();
+        if (xlp::utf8_error(text.data() + start, end - start) < end - start) fail(path, n, "not UTF-8");
         parts.clear();
         for (size_t a = start; a < end;) {
             size_t b = a;
@@ -129,6 +145,7 @@ void for_lines(const std::string &text, F f) {
             if (b > a) parts.emplace_back(text.data() + a, b - a);
             a = b + 1;
         }
+        if (parts.size() != n_parts || !all_digits(parts.back())) fail(path, n, format);
         f(n++, parts);
         start = end + 1;
     }
@@ -137,8 +154,11 @@ void for_lines(const std::string &text, F f) {
 class Model {
 public:
     Model(const std::string &codes_path, const std::string &vocab_path) {
-        if (!vocab_path.empty()) read_vocab(vocab_path);
         read_codes(codes_path);
+        if (!vocab_path.empty()) {
+            read_vocab(vocab_path);
+            check_vocab(vocab_path);
+        }
         cont_.resize(id_.size());
         final_.resize(id_.size());
         for (uint32_t id = 0; id < id_.size(); ++id) {
@@ -221,29 +241,41 @@ private:
         if (known(b, final, text)) out.push_back(b);
         else decompose(b, final, out, text);
     }
+    // Every vocab token must be something the codes produce: a character or a merge result ("x@@" inside a
+    // word, "x" for "x</w>" at its end); else the files do not belong together.
+    void check_vocab(const std::string &path) const {
+        std::string q;
+        for (uint32_t t = 0; t < vocab_.size(); ++t) {
+            std::string_view tok = vocab_.key(t);
+            bool inner = tok.size() > 2 && tok.substr(tok.size() - 2) == "@@";
+            q.assign(tok.data(), inner ? tok.size() - 2 : tok.size());
+            if (n_chars(q) == 1) continue;
+            if (!inner) q += kEnd;
+            uint32_t id = id_.find(q);
+            if (id == kNone || parts_[id].first == kNone)
+                fail(path, vocab_lines_[t], "token '" + std::string(tok) +
+                                                "' cannot be produced by the codes: the vocab does not match the codes file");
+        }
+    }
     uint32_t intern(std::string_view s) {
         bool added;
         uint32_t id = id_.add(s, added);
         if (added) parts_.emplace_back(kNone, kNone);
         return id;
     }
-    static void fail(const std::string &path, size_t line, const std::string &what) {
-        throw std::invalid_argument(path + ":" + std::to_string(line) + ": " + what);
-    }
     void read_vocab(const std::string &path) {
         const std::string text = read_file(path, "vocab");
-        for_lines(text, [&](size_t n, const std::vector<std::string_view> &p) {
-            if (p.size() != 2) fail(path, n, "not a vocab line ('token count')");
+        for_lines(text, path, 2, "not a vocab line ('token count')", [&](size_t n, const std::vector<std::string_view> &p) {
             bool added;
             vocab_.add(p[0], added);
             if (!added) fail(path, n, "token '" + std::string(p[0]) + "' appears twice");
+            vocab_lines_.push_back(n);
         });
     }
     void read_codes(const std::string &path) {
         const std::string text = read_file(path, "codes");
         std::string ab_text;
-        for_lines(text, [&](size_t n, const std::vector<std::string_view> &p) {
-            if (p.size() != 3) fail(path, n, "not a fastBPE codes line ('left right count')");
+        for_lines(text, path, 3, "not a fastBPE codes line ('left right count')", [&](size_t n, const std::vector<std::string_view> &p) {
             uint32_t a = intern(p[0]), b = intern(p[1]);
             if (rank_.count(key(a, b))) fail(path, n, "merge '" + std::string(p[0]) + " " + std::string(p[1]) + "' appears twice");
             ab_text.assign(p[0].data(), p[0].size());
@@ -260,6 +292,7 @@ private:
     std::vector<std::pair<uint32_t, uint32_t>> parts_;                // id -> the pair it was merged from
     std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> rank_;  // pair -> (rank, merged id)
     StrTable vocab_;
+    std::vector<size_t> vocab_lines_;  // line of each vocab token
     std::vector<bool> cont_, final_;  // vocab holds "x@@" / "x" (x without "</w>")
 };
 

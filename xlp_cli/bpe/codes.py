@@ -1,4 +1,4 @@
-"""fastBPE-format BPE: learn merge codes (native extension), read/check/write codes and vocab, apply.
+"""fastBPE-format BPE: learn merge codes, write codes and vocab, apply (native extensions; they read and check the files).
 
 Formats (those of fastBPE, https://github.com/glample/fastBPE):
 - codes: one merge per line, `left right count`; the last symbol of a word carries `</w>`.
@@ -14,12 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from xlp_cli.errors import BadInput, WorkFailed
-
-END_WORD = "</w>"
-CONTINUE = "@@"
 
 
 @dataclass(frozen=True)
@@ -70,91 +67,19 @@ def write_vocab(path: Path, entries: list[tuple[str, int]]) -> None:
             f.write(f"{tok} {c}\n")
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    if not Path(path).is_file():
-        raise BadInput("no such file", path=path)
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise BadInput(f"not UTF-8 ({e.reason} at byte {e.start})", path=path, position=i) from None
-            yield i, line[:-1] if line.endswith("\n") else line
-
-
-def read_codes(path: Path) -> list[Merge]:
-    """Read and check a fastBPE codes file: `left right count` per line, no repeated merge."""
-    merges: list[Merge] = []
-    seen: set[tuple[str, str]] = set()
-    merged: set[str] = set()
-    for i, line in _lines(path):
-        parts = line.split(" ")
-        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
-            raise BadInput(f"not a fastBPE codes line ('left right count'): {line[:60]!r}", path=path, position=i)
-        left, right = parts[0], parts[1]
-        if (left, right) in seen:
-            raise BadInput(f"merge {left!r} {right!r} appears twice", path=path, position=i)
-        if left + right in merged:
-            raise BadInput(f"two merges produce the same symbol {left + right!r} (fastBPE refuses this)", path=path, position=i)
-        seen.add((left, right))
-        merged.add(left + right)
-        merges.append(Merge(left, right, int(parts[2])))
-    if not merges:
-        raise BadInput("empty codes file", path=path)
-    return merges
-
-
-def read_vocab(path: Path) -> list[tuple[str, int]]:
-    """Read and check a fastBPE vocab file: `token count` per line (split on one space), no repeats."""
-    entries: list[tuple[str, int]] = []
-    seen: set[str] = set()
-    for i, line in _lines(path):
-        parts = line.split(" ")
-        if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
-            raise BadInput(f"not a vocab line ('token count'): {line[:60]!r}", path=path, position=i)
-        if parts[0] in seen:
-            raise BadInput(f"token {parts[0]!r} appears twice", path=path, position=i)
-        seen.add(parts[0])
-        entries.append((parts[0], int(parts[1])))
-    if not entries:
-        raise BadInput("empty vocab file", path=path)
-    return entries
-
-
-def _is_char(s: str) -> bool:
-    return len(s) == 1
-
-
-def check_vocab_matches_codes(merges: list[Merge], vocab: list[tuple[str, int]], vocab_path: Path) -> None:
-    """Every vocab token must be something the codes can produce: a single character or a merge result
-    (`x@@` for a word-inner piece, `x` standing for `x</w>` at a word end). Else the two files do not belong together."""
-    produced = {m.left + m.right for m in merges}
-    for i, (tok, _) in enumerate(vocab, 1):
-        if tok.endswith(CONTINUE) and len(tok) > len(CONTINUE):
-            base = tok[: -len(CONTINUE)]
-            ok = _is_char(base) or base in produced
-        else:
-            ok = _is_char(tok) or tok + END_WORD in produced
-        if not ok:
-            raise BadInput(f"token {tok!r} cannot be produced by the codes: the vocab does not match the codes file",
-                           path=vocab_path, position=i)
-
-
 # ---------------------------------------------------------------- applying
 class BpeCodec:
     """Apply fastBPE codes (and optionally restrict to a vocab) exactly like `fast applybpe`.
 
-    Files are checked first (fastBPE itself aborts the process on a malformed file)."""
+    The native loader checks both files as `read_codes`, `read_vocab` and `check_vocab_matches_codes` do (UTF-8,
+    line format, repeats, vocab tokens the codes cannot produce), naming the bad line; fastBPE itself aborts
+    the process on a malformed file. `check` is kept for callers; the files are always checked."""
 
     def __init__(self, codes_path: Path, vocab_path: Path | None = None, *, check: bool = True):
         from xlp_cli.bpe.filter import load_applier
 
         self.codes_path = Path(codes_path)
         self.vocab_path = Path(vocab_path) if vocab_path else None
-        if check:
-            merges = read_codes(self.codes_path)
-            if self.vocab_path is not None:
-                check_vocab_matches_codes(merges, read_vocab(self.vocab_path), self.vocab_path)
         self._bpe = load_applier(self.codes_path, self.vocab_path)
         self._cache: dict[str, str] = {}
         self._tables: dict[int, object] = {}

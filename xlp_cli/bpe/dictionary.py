@@ -49,11 +49,15 @@ class Dictionary:
         index = {w: i for i, w in enumerate(words)}
         skipped = 0
         for tok, c in entries:
-            parts = f"{tok} {c}".rstrip().split()  # XLM reads `line.rstrip().split()`
-            if "\u2028" in tok or len(parts) != 2 or parts[0] in index:
+            if not (tok and " " not in tok and tok.isprintable()):  # a token with no whitespace splits as is
+                parts = f"{tok} {c}".rstrip().split()  # XLM reads `line.rstrip().split()`
+                if "\u2028" in tok or len(parts) != 2:
+                    skipped += 1
+                    continue
+                tok = parts[0]
+            if tok in index:
                 skipped += 1  # XLM skips these lines ("already in vocab" for a repeat); they take no id
                 continue
-            tok = parts[0]
             index[tok] = len(words)
             words.append(tok)
             counts.append(int(c))
@@ -73,20 +77,28 @@ class Dictionary:
         path = Path(path)
         if not path.is_file():
             raise BadInput("no such dictionary file", path=path)
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=data.count(b"\n", 0, e.start) + 1) from None
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
         entries: list[tuple[str, int]] = []
-        with open(path, "rb") as f:
-            for i, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8").rstrip("\n")
-                except UnicodeDecodeError as e:
-                    raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=i) from None
-                parts = line.rstrip().split()
-                if "\u2028" in line or len(parts) != 2:
-                    entries.append(("\u2028", 0))  # counted as skipped, like XLM
-                    continue
-                if not parts[1].isdigit():
-                    raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
-                entries.append((line.rstrip().rsplit(None, 1)[0], int(parts[1])))
+        for i, line in enumerate(lines, 1):
+            tok, sep, count = line.partition(" ")
+            if sep and count.isdigit() and tok and tok.isprintable() and " " not in count and "\u2028" not in line \
+                    and len(tok.split()) == 1 and count.isascii():
+                entries.append((tok, int(count)))  # the common case, `token count`, without re-splitting below
+                continue
+            parts = line.rstrip().split()
+            if "\u2028" in line or len(parts) != 2:
+                entries.append(("\u2028", 0))  # counted as skipped, like XLM
+                continue
+            if not parts[1].isdigit():
+                raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
+            entries.append((line.rstrip().rsplit(None, 1)[0], int(parts[1])))
         return cls.from_counts(entries, max_vocab=max_vocab, min_count=min_count, where=str(path))
 
     def write(self, path: Path) -> None:

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from xlp_cli import artifacts, ui
 from xlp_cli.bpe import corpus
-from xlp_cli.bpe.codes import BpeCodec, check_vocab_matches_codes, learn_merges, read_codes, read_vocab, subword_counts, write_codes, write_vocab
+from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
@@ -139,22 +139,21 @@ def _learn_spm(cfg, sources, plan, out: Path):
 def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
     """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
     if cfg.codes is not None:
-        merges = read_codes(cfg.codes)
+        if not Path(cfg.codes).is_file():
+            raise BadInput("no such codes file", path=cfg.codes)
         if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
             sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
             if sibling != Path(cfg.codes) and sibling.is_file():
                 cfg.vocab = sibling
-        info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
-                                "codes_sha256": artifacts.sha256_file(cfg.codes)}
-        if cfg.vocab is not None:
-            vocab = read_vocab(cfg.vocab)
-            check_vocab_matches_codes(merges, vocab, cfg.vocab)
-            info.update(vocab=str(Path(cfg.vocab).resolve()), vocab_sha256=artifacts.sha256_file(cfg.vocab))
-            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
-        else:
+        if cfg.vocab is None:
             raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
                            path=cfg.codes)
-        return Tokenizer("fastbpe", dico, BpeCodec(cfg.codes, cfg.vocab, check=False)), info, [], {}
+        codec = BpeCodec(cfg.codes, cfg.vocab)  # reads and checks both files natively (bad lines are named)
+        info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
+                                "codes_sha256": artifacts.sha256_file(cfg.codes),
+                                "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": artifacts.sha256_file(cfg.vocab)}
+        dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
+        return Tokenizer("fastbpe", dico, codec), info, [], {}
     if cfg.spm_model is not None:
         raise BadInput("--spm-model alone has no dictionary; use the output folder of `xlp bpe learn --tokenizer sentencepiece`",
                        path=cfg.spm_model)

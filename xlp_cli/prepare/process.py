@@ -74,16 +74,16 @@ def _length_problem(text: str) -> str | None:
     return None
 
 
-def _processed(pipe: TextPipeline, items: list[tuple[str, str, str]]) -> list[str]:
-    """The processed text of each (lang, text, raw), one native call per language; "" where raw is empty.
-    The text, not its raw form, is processed: the normalizer sees tabs and no-break spaces as perl does."""
-    out = [""] * len(items)
+def _processed(pipe: TextPipeline, langs: list[str], texts: list[str], raws: list[str]) -> list[str]:
+    """The processed text of every side, one native call per language; "" where raw is empty. The text,
+    not its raw form, is processed: the normalizer sees tabs and no-break spaces as perl does."""
+    out = [""] * len(texts)
     by_lang: dict[str, list[int]] = {}
-    for i, (lang, _, raw) in enumerate(items):
+    for i, (lang, raw) in enumerate(zip(langs, raws)):
         if raw:
             by_lang.setdefault(lang, []).append(i)
     for lang, idx in by_lang.items():
-        for i, proc in zip(idx, pipe.process_batch([items[i][1] for i in idx], lang)):
+        for i, proc in zip(idx, pipe.process_batch([texts[i] for i in idx], lang)):
             out[i] = proc
     return out
 
@@ -91,31 +91,36 @@ def _processed(pipe: TextPipeline, items: list[tuple[str, str, str]]) -> list[st
 def process_chunk(chunk: list[tuple]) -> list[tuple]:
     pipe = _PIPE
     assert pipe is not None, "init_worker was not called"
-    items: list[tuple[str, str, str]] = []  # (lang, text, raw) of every side of every record
+    langs: list[str] = []  # every side of every record: language, text
+    texts: list[str] = []
     for rec in chunk:
         if rec[0] == "m":
-            items.append((rec[1], rec[2], pipe.raw(rec[2])))
+            langs.append(rec[1])
+            texts.append(rec[2])
         else:
-            items.append((rec[1], rec[3], pipe.raw(rec[3])))
-            items.append((rec[2], rec[4], pipe.raw(rec[4])))
-    procs = iter(_processed(pipe, items))
-    raws = iter(raw for _, _, raw in items)
+            langs += (rec[1], rec[2])
+            texts += (rec[3], rec[4])
+    raw_list = pipe.raw_batch(texts)
+    procs = iter(_processed(pipe, langs, texts, raw_list))
+    raws = iter(raw_list)
+    blake, sha1, problem = hashlib.blake2b, hashlib.sha1, _length_problem
     out: list[tuple] = []
     for rec in chunk:
         if rec[0] == "m":
             _, lang, _, source = rec
             raw, proc = next(raws), next(procs)
-            why = _length_problem(proc)
+            why = problem(proc)
             if why:
                 out.append(("x", why))
                 continue
-            h, u = content_hashes(f"{lang}\x00{proc}")
-            out.append(("m", lang, record_id(source, lang, proc), source, raw, proc, h, u))
+            d = blake(f"{lang}\x00{proc}".encode("utf-8"), digest_size=16).digest()  # = content_hashes
+            rid = sha1(f"{source}\x00{lang}\x00{proc}".encode("utf-8")).hexdigest()[:16]  # = record_id
+            out.append(("m", lang, rid, source, raw, proc, int.from_bytes(d[:8], "little"), int.from_bytes(d[8:], "little")))
         else:
             _, l1, l2, _, _, source = rec
             r1, r2 = next(raws), next(raws)
             p1, p2 = next(procs), next(procs)
-            why = _length_problem(p1) or _length_problem(p2)
+            why = problem(p1) or problem(p2)
             if why:
                 out.append(("x", why))
                 continue
@@ -166,17 +171,13 @@ def process_to_file(chunk: list[tuple], path: str, n_records: int, end: int | No
         return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end,
                 "written": False}
     rows = process_chunk(chunk)
-    cols: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
     dropped: dict[str, int] = {}
     for r in rows:
         if r[0] == "x":
             dropped[r[1]] = dropped.get(r[1], 0) + 1
-            continue
-        if r[0] == "m":
-            _, lang, rid, source, raw, text, h, u = r
-            r = ("m", lang, rid, source, lang, None, raw, None, text, None, h, u)
-        for c, v in zip(CHUNK_COLUMNS, r):
-            cols[c].append(v)
+    kept = [r if r[0] == "p" else ("m", r[1], r[2], r[3], r[1], None, r[4], None, r[5], None, r[6], r[7])
+            for r in rows if r[0] != "x"]
+    cols = dict(zip(CHUNK_COLUMNS, map(list, zip(*kept)))) if kept else {c: [] for c in CHUNK_COLUMNS}
     nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
     meta = {"records": n_records, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end}
     table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})

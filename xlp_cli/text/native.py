@@ -3,7 +3,7 @@
 `pipeline(lang, clean, normalize, tokenize, lowercase)` gives a cached `_native.Pipeline`; its `run(texts,
 stage)` processes a list of str and `run_bytes(block, stage, max_line)` a block of UTF-8 lines, both without
 the GIL. Stages: ALL, or BEFORE (clean + normalize) and AFTER (lowercase + spacing) around a segmenter
-(zh, th), or TOKENIZE (the tokenizer alone).
+(zh, th), or TOKENIZE (the tokenizer alone), or RAW (clean and collapse whitespace: the `raw` column).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from xlp_cli.errors import WorkFailed
 
-ALL, BEFORE, AFTER, TOKENIZE = 0, 1, 2, 3
+ALL, BEFORE, AFTER, TOKENIZE, RAW = 0, 1, 2, 3, 4
 TOKENIZE_CODES = {"none": 0, "moses": 1, "xlm": 2}
 LOWERCASE_CODES = {"none": 0, "safe": 1, "xlm": 2}
 

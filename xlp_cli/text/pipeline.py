@@ -70,6 +70,10 @@ class TextPipeline:
             text = remove_non_printing(text)
         return collapse_spaces(text)
 
+    def raw_batch(self, texts: list[str]) -> list[str]:
+        """`raw` over many texts, in one native call."""
+        return native.pipeline("en", self.clean, False, "none", "none").run(texts, native.RAW)
+
     def native(self, lang: str) -> Any:
         """The compiled pipeline for `lang` (for zh/th: the steps around the segmenter)."""
         return native.pipeline(base_lang(lang), self.clean, self.normalize, self.tokenize, self.lowercase)

@@ -3,7 +3,7 @@
 //   Pipeline(lang, clean, normalize, tokenize, lowercase)   tokenize: 0 none, 1 moses, 2 xlm
 //                                                           lowercase: 0 none, 1 safe, 2 xlm
 //     .run(list[str], stage) -> list[str]                   stage: 0 all, 1 before the tokenizer, 2 after it,
-//                                                           3 the tokenizer alone
+//                                                           3 the tokenizer alone, 4 the `raw` column
 //                                                           (zh, th: xlp runs its segmenter between 1 and 2)
 //     .run_bytes(bytes, stage, max_line) -> (bytes, [(line index, problem)])
 //   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
@@ -25,7 +25,7 @@ using xlp::U32;
 
 enum { TOK_NONE = 0, TOK_MOSES = 1, TOK_XLM = 2 };
 enum { LOW_NONE = 0, LOW_SAFE = 1, LOW_XLM = 2 };
-enum { STAGE_ALL = 0, STAGE_PRE = 1, STAGE_POST = 2, STAGE_TOKENIZE = 3 };
+enum { STAGE_ALL = 0, STAGE_PRE = 1, STAGE_POST = 2, STAGE_TOKENIZE = 3, STAGE_RAW = 4 };
 
 struct Config {
     std::string lang;
@@ -55,6 +55,11 @@ struct Config {
         if (tok != TOK_XLM) xlp::collapse_spaces(s);  // XLM mode keeps the reference's bytes
     }
     void run(U32 &s, int stage) const {
+        if (stage == STAGE_RAW) {  // the `raw` column: cleaned, whitespace collapsed
+            if (clean) xlp::remove_non_printing(s);
+            xlp::collapse_spaces(s);
+            return;
+        }
         if (stage == STAGE_TOKENIZE) { tokenize(s); return; }
         if (stage != STAGE_POST) before(s);
         if (stage == STAGE_ALL) tokenize(s);
@@ -121,7 +126,7 @@ PyObject *Pipeline_run(PipelineObject *self, PyObject *args) {
     PyObject *seq;
     int stage = STAGE_ALL;
     if (!PyArg_ParseTuple(args, "O|i", &seq, &stage)) return nullptr;
-    if (stage < STAGE_ALL || stage > STAGE_TOKENIZE) {
+    if (stage < STAGE_ALL || stage > STAGE_RAW) {
         PyErr_SetString(PyExc_ValueError, "bad stage");
         return nullptr;
     }
@@ -194,7 +199,7 @@ PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
     int stage = STAGE_ALL;
     Py_ssize_t max_line = 0;
     if (!PyArg_ParseTuple(args, "y*|in", &buf, &stage, &max_line)) return nullptr;
-    if (stage < STAGE_ALL || stage > STAGE_TOKENIZE) {
+    if (stage < STAGE_ALL || stage > STAGE_RAW) {
         PyBuffer_Release(&buf);
         PyErr_SetString(PyExc_ValueError, "bad stage");
         return nullptr;

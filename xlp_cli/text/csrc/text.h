@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "utf8.h"
+
 namespace xlp {
 
 using U32 = std::u32string;
@@ -58,11 +60,9 @@ const Tables &tables();
 // The contents of nonbreaking_prefix.<lang>, or nullptr if there is no such file.
 const char *prefix_file(const std::string &lang);
 
-// UTF-8 <-> UTF-32. decode_utf8 expects valid UTF-8 (checked by find_bad_line first).
+// UTF-8 <-> UTF-32. decode_utf8 expects valid UTF-8 (see utf8_error).
 void decode_utf8(const char *s, size_t n, U32 &out);
 void encode_utf8(const U32 &s, std::string &out);
-// Index of the first invalid byte sequence of s[0:n), or n if valid.
-size_t utf8_error(const char *s, size_t n);
 
 // ------------------------------------------------------------------ steps
 // replace-unicode-punctuation.perl, then normalize-punctuation.perl -l lang, on one line that ends in '\n'
