@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -77,29 +77,7 @@ class Dictionary:
         path = Path(path)
         if not path.is_file():
             raise BadInput("no such dictionary file", path=path)
-        data = path.read_bytes()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=data.count(b"\n", 0, e.start) + 1) from None
-        lines = text.split("\n")
-        if lines[-1] == "":
-            lines.pop()
-        entries: list[tuple[str, int]] = []
-        for i, line in enumerate(lines, 1):
-            tok, sep, count = line.partition(" ")
-            if sep and count.isdigit() and tok and tok.isprintable() and " " not in count and "\u2028" not in line \
-                    and len(tok.split()) == 1 and count.isascii():
-                entries.append((tok, int(count)))  # the common case, `token count`, without re-splitting below
-                continue
-            parts = line.rstrip().split()
-            if "\u2028" in line or len(parts) != 2:
-                entries.append(("\u2028", 0))  # counted as skipped, like XLM
-                continue
-            if not parts[1].isdigit():
-                raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
-            entries.append((line.rstrip().rsplit(None, 1)[0], int(parts[1])))
-        return cls.from_counts(entries, max_vocab=max_vocab, min_count=min_count, where=str(path))
+        return cls.from_counts(_entries(path), max_vocab=max_vocab, min_count=min_count, where=str(path))
 
     def write(self, path: Path) -> None:
         """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
@@ -117,3 +95,24 @@ class Dictionary:
 
     def is_special(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(ids) < N_SPECIALS
+
+
+def _entries(path: Path) -> Iterator[tuple[str, int]]:
+    """(token, count) per line of a vocab file, ("\u2028", 0) for a line XLM skips; lines are read lazily."""
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError as e:
+                raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=i) from None
+            tok, sep, count = line.partition(" ")
+            if sep and tok and count.isdigit() and count.isascii() and tok.isprintable():
+                yield tok, int(count)  # the common case, `token count`: no re-splitting
+                continue
+            parts = line.rstrip().split()
+            if "\u2028" in line or len(parts) != 2:
+                yield "\u2028", 0  # counted as skipped, like XLM
+                continue
+            if not parts[1].isdigit():
+                raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
+            yield line.rstrip().rsplit(None, 1)[0], int(parts[1])

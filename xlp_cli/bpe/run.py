@@ -7,12 +7,14 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 
 from __future__ import annotations
 
+import ctypes
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from xlp_cli import artifacts, ui
 from xlp_cli.bpe import corpus
@@ -178,6 +180,8 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
             ui.out.file = ui.err.file
         return summary
     t0 = time.time()
+    _release_memory()  # (inside `xlp prepare`: what the prepare step freed)
+    pa.set_memory_pool(pa.system_memory_pool())  # malloc gives back what the batches free; mimalloc keeps it
     prep, prep_m = _prepare(cfg.data)
     config = to_dict(cfg)
     for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
@@ -216,11 +220,12 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
                     shards_out[str(rel)] = {"sha256": artifacts.sha256_file(dest), "rows": table.num_rows}
                     n_tok = sum(len(c.combine_chunks().values) for c in table.columns)
                     u = 0
+                    n_rows = table.num_rows
                 else:
-                    table, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows)
-                    shards_out[str(rel)] = {"sha256": artifacts.write_shard(dest, table), "rows": table.num_rows}
+                    sha, n_rows, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows, dest)
+                    shards_out[str(rel)] = {"sha256": sha, "rows": n_rows}
                 counts.setdefault(f.split, {}).setdefault(f.name, 0)
-                counts[f.split][f.name] += table.num_rows
+                counts[f.split][f.name] += n_rows
                 tokens.setdefault(f.split, {}).setdefault(f.name, 0)
                 tokens[f.split][f.name] += n_tok
                 unks += u
@@ -241,34 +246,53 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     return summary
 
 
-def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int) -> tuple[pa.Table, int, int]:
+ROW_GROUP = 64 * 1024  # rows per row group, as artifacts.write_shard writes them
+
+
+def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest: Path) -> tuple[str, int, int, int]:
+    """Write the id shard of one text shard, a row group at a time (the same bytes as write_shard of the whole
+    table). -> (sha256, rows, tokens, unknown tokens)."""
     col = tok.column
-    cols = ["id", "lang1", "lang2", col + "1", col + "2"] if pair else ["id", "lang", col]
-    pieces: dict[str, list] = {c: [] for c in cols}
-    subs: dict[str, list[str]] = {}
-    ids: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
     names = ["1", "2"] if pair else [""]
-    for batch in artifacts.iter_batches([shard], columns=cols, batch_size=batch_rows):
-        d = batch.to_pydict()
-        for c in cols[: len(cols) - len(names)]:
-            pieces[c].extend(d[c])
-        for s in names:
-            lines = [x or "" for x in d[col + s]]
-            sub, flat, offsets = tok.encode(lines)
-            subs.setdefault(s, []).extend(sub)
-            ids.setdefault(s, []).append((flat, offsets))
-    out: dict[str, pa.Array] = {c: pa.array(pieces[c], pa.string()) for c in cols[: len(cols) - len(names)]}
-    n_tok = unk = 0
+    fields = [(c, pa.string()) for c in keep]
     for s in names:
-        flat = np.concatenate([v for v, _ in ids[s]]) if ids[s] else np.empty(0, np.int32)
-        offs = [np.zeros(1, np.int32)]
-        base = 0
-        for v, o in ids[s]:
-            offs.append(o[1:] + base)
-            base += len(v)
-        offsets = np.concatenate(offs).astype(np.int32)
-        out["text" + s] = pa.array(subs.get(s, []), pa.string())
-        out["ids" + s] = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
-        n_tok += len(flat)
-        unk += int(np.count_nonzero(flat == UNK_ID))
-    return pa.table(out), n_tok, unk
+        fields += [("text" + s, pa.string()), ("ids" + s, pa.list_(pa.int32()))]
+    schema = pa.schema(fields)
+    pending: list[pa.Table] = []
+    rows = n_tok = unk = 0
+    with artifacts.atomic_path(dest) as tmp, pq.ParquetWriter(tmp, schema, compression=artifacts.PARQUET_COMPRESSION) as w:
+        def write(final: bool) -> None:
+            table = pa.concat_tables(pending) if pending else schema.empty_table()
+            while table.num_rows >= ROW_GROUP or (final and table.num_rows):
+                w.write_table(table.slice(0, ROW_GROUP).combine_chunks(), row_group_size=ROW_GROUP)
+                table = table.slice(ROW_GROUP)
+            pending[:] = [table] if table.num_rows else []
+
+        for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
+                                                        use_threads=False):  # (threads: more memory, no speed here)
+            arrays = {c: batch.column(c) for c in keep}
+            for s in names:
+                text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
+                arrays["text" + s], arrays["ids" + s] = text, ids
+                values = ids.values.to_numpy(zero_copy_only=False)
+                n_tok += len(values)
+                unk += int(np.count_nonzero(values == UNK_ID))
+            pending.append(pa.table(arrays, schema=schema))
+            rows += batch.num_rows
+            if sum(t.num_rows for t in pending) >= ROW_GROUP:
+                write(False)
+        write(True)
+    pending.clear()
+    _release_memory()
+    return artifacts.sha256_file(dest), rows, n_tok, unk
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system: Arrow's default pool (mimalloc) and glibc's malloc keep it, and
+    a shard's batches would otherwise stay in the process's RSS for the rest of the run."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
