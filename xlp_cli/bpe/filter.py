@@ -9,6 +9,7 @@ last word; xlp writes it and a newline. The codes and vocab are read and checked
 (xlp_cli/bpe/_applybpe.cpp); each distinct word is segmented once, new words of a block in `--workers`
 threads. A bad line (invalid UTF-8, a NUL byte, longer than --max-line-bytes) stops the run with
 `xlp: error: INPUT:LINE: ...` (exit 2), or with --on-error skip becomes an empty line and is counted.
+When the subword text goes to stdout, nothing else does (no summary, no --json).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def apply_filter(cfg: BpeApplyConfig) -> dict[str, Any]:
                 block = _without_bad_lines(block, {i for i, _ in problems})
             w.write(applier.apply_block(block, cfg.workers))
             lines += block.count(b"\n") + (not block.endswith(b"\n"))
-    return {"input": name, "output": streams.display(dst, stdin=False), "codes": str(cfg.codes), "merges": applier.n_codes,
-            "vocab": str(cfg.vocab) if cfg.vocab else None, "lines": lines, "skipped": skipped,
-            "skipped_examples": examples, "seconds": round(time.time() - t0, 3)}
+    return streams.finish({"input": name, "output": streams.display(dst, stdin=False), "codes": str(cfg.codes),
+                           "merges": applier.n_codes, "vocab": str(cfg.vocab) if cfg.vocab else None, "lines": lines,
+                           "skipped": skipped, "skipped_examples": examples, "seconds": round(time.time() - t0, 3)},
+                          "xlp bpe apply")

@@ -175,10 +175,7 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
         from xlp_cli.bpe.filter import apply_filter
 
-        summary = apply_filter(cfg)
-        if summary["output"] == "stdout":  # stdout carries the text: the summary goes to stderr
-            ui.out.file = ui.err.file
-        return summary
+        return apply_filter(cfg)
     t0 = time.time()
     _release_memory()  # (inside `xlp prepare`: what the prepare step freed)
     pa.set_memory_pool(pa.system_memory_pool())  # malloc gives back what the batches free; mimalloc keeps it

@@ -6,7 +6,8 @@
 One output line per input line, in order; empty lines stay empty. Blocks of ~1 MiB are processed by
 `--workers` threads in the native code (zh and th: through jieba / pythainlp in Python). A bad line
 (invalid UTF-8, a NUL byte, longer than --max-line-bytes) stops the run with `xlp: error: INPUT:LINE: ...`
-(exit 2), or with --on-error skip becomes an empty line and is counted.
+(exit 2), or with --on-error skip becomes an empty line and is counted. When the text goes to stdout,
+nothing else does (no summary, no --json).
 """
 
 from __future__ import annotations
@@ -63,15 +64,11 @@ def run(cfg: TextConfig) -> dict[str, Any]:
                     examples.append(f"{name}:{first + i}: {why}")
             w.write(out)
             lines += n
-    return {"input": name, "output": streams.display(dst, stdin=False), "lang": cfg.lang, "tokenize": cfg.tokenize,
-            "lowercase": cfg.lowercase, "lines": lines, "skipped": skipped, "skipped_examples": examples,
-            "seconds": round(time.time() - t0, 3)}
+    return streams.finish({"input": name, "output": streams.display(dst, stdin=False), "lang": cfg.lang,
+                           "tokenize": cfg.tokenize, "lowercase": cfg.lowercase, "lines": lines, "skipped": skipped,
+                           "skipped_examples": examples, "seconds": round(time.time() - t0, 3)}, "xlp text")
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    """On stderr (stdout may carry the text): the skipped lines always, a one-line summary on a terminal."""
-    if summary.get("skipped"):
-        ui.warn(f"{summary['skipped']} bad line(s) written as empty lines, e.g. {summary['skipped_examples'][0]}")
-    if not ui.quiet():
-        ui.err.print(f"xlp text: {summary['lines']:,} lines ({summary['lang']}, tokenize {summary['tokenize']}, "
-                     f"lowercase {summary['lowercase']}) in {summary['seconds']} s")
+    ui.out.print(f"xlp text: {summary['lines']:,} lines ({summary['lang']}, tokenize {summary['tokenize']}, lowercase "
+                 f"{summary['lowercase']}, {summary['skipped']} skipped) -> {summary['output']} in {summary['seconds']} s")

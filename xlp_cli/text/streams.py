@@ -6,6 +6,8 @@
   results in input order, at most 2 x workers blocks in memory.
 - `output(name)`: a binary stream for OUTPUT, written to a temporary file and renamed when complete, so a
   failed run leaves no half-written file (stdout is written as it goes).
+- `finish(summary, ...)`: when the text went to stdout, nothing else may: skipped lines are reported on
+  stderr and the command ends there, without the summary (or --json) the CLI would print on stdout.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, TypeVar
 
 from xlp_cli.errors import BadInput
 
@@ -110,3 +112,15 @@ def ordered(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def finish(summary: dict[str, Any], command: str) -> dict[str, Any]:
+    if summary["skipped"]:
+        from xlp_cli import ui
+
+        ui.warn(f"{command}: {summary['skipped']} bad line(s) written as empty lines, e.g. {summary['skipped_examples'][0]}")
+    if summary["output"] == "stdout":
+        import typer
+
+        raise typer.Exit(0)
+    return summary
