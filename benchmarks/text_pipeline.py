@@ -9,7 +9,9 @@ into .bench/text/, never flores101_devtest or ntrex128):
               wall time, CPU, and the peak over time of the RSS summed over every process of the run; the
               subword lines of both must be the same (as multisets: prepare splits the lines into train/valid/test)
   tokenizer   `tokenizer.perl -no-escape -l L` (one thread) vs `xlp text --workers 1 --no-clean --no-normalize
-              --tokenize xlm --lowercase none`, both on the normalized text, outputs compared byte for byte
+              --tokenize xlm --lowercase none` (start-up included) and vs the native tokenizer in-process (one
+              thread, 1 MiB blocks), all on the normalized text, outputs compared byte for byte; per core =
+              CPU seconds
   bpe apply   `fast applybpe OUT IN codes vocab` vs `xlp bpe apply --codes --vocab IN OUT` on the 10 MB lowercased
               text, start-up included, outputs compared byte for byte
   memory      xlp prepare again on 4x the input (4x the lines): peak summed RSS at 1x and 4x
@@ -164,16 +166,40 @@ def same_subwords(out: Path, ref_bpe: Path) -> bool:
     return got == want
 
 
+_TOKENIZE_ONLY = r"""
+import resource, sys, time
+from xlp_cli.text import native
+lang, path = sys.argv[1], sys.argv[2]
+data = open(path, "rb").read()
+pipe = native.pipeline(lang, False, False, "xlm", "none")
+t, r = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+out, start = [], 0
+while start < len(data):  # 1 MiB blocks, one thread
+    end = data.find(b"\n", start + (1 << 20))
+    end = len(data) if end < 0 else end + 1
+    out.append(pipe.run_bytes(data[start:end], native.TOKENIZE, 0)[0])
+    start = end
+r2 = resource.getrusage(resource.RUSAGE_SELF)
+open(sys.argv[3], "wb").write(b"".join(out))
+print(time.perf_counter() - t, r2.ru_utime + r2.ru_stime - r.ru_utime - r.ru_stime)
+"""
+
+
 def tokenizer_alone(lang: str, src: Path, work: Path) -> dict:
+    """tokenizer.perl (one thread) vs xlp's tokenizer on one core: the CLI (start-up included) and in-process."""
     norm = work / f"norm.{lang}.txt"
     subprocess.run(["bash", "-c", f"perl {TOK}/replace-unicode-punctuation.perl < {src} | perl {TOK}/normalize-punctuation.perl "
                     f"-l {lang} | perl {TOK}/remove-non-printing-char.perl > {norm}"], env=ENV, check=True)
     perl = run_measured(f"perl {TOK}/tokenizer.perl -no-escape -l {lang} < {norm} > {work}/tok.perl 2>/dev/null")
-    xlp = run_measured(f"{XLP} text --lang {lang} --workers 1 --no-clean --no-normalize --tokenize xlm --lowercase none "
+    cli = run_measured(f"{XLP} text --lang {lang} --workers 1 --no-clean --no-normalize --tokenize xlm --lowercase none "
                        f"< {norm} > {work}/tok.xlp")
-    same = (work / "tok.perl").read_bytes() == (work / "tok.xlp").read_bytes()
-    return {"perl": perl, "xlp": xlp, "ratio": round(perl["wall"] / xlp["wall"], 2), "identical": same,
-            "mb": round(norm.stat().st_size / 1e6, 2)}
+    res = subprocess.run([PY, "-c", _TOKENIZE_ONLY, lang, str(norm), str(work / "tok.native")], env=ENV, check=True,
+                         capture_output=True, text=True)
+    wall, cpu = map(float, res.stdout.split())
+    same = (work / "tok.perl").read_bytes() == (work / "tok.xlp").read_bytes() == (work / "tok.native").read_bytes()
+    return {"perl": perl, "xlp_cli": cli, "xlp_native": {"wall": round(wall, 3), "cpu": round(cpu, 2)},
+            "ratio_cpu_cli": round(perl["cpu"] / cli["cpu"], 2), "ratio_cpu_native": round(perl["cpu"] / cpu, 2),
+            "ratio_wall_cli": round(perl["wall"] / cli["wall"], 2), "identical": same, "mb": round(norm.stat().st_size / 1e6, 2)}
 
 
 def bpe_apply(ref_xlm: Path, work: Path, fast: Path) -> dict:
@@ -217,8 +243,10 @@ def main() -> None:
         print(f"  end to end: reference {r['reference']['wall']} s ({r['reference']['peak_rss_mb']} MB), xlp "
               f"{r['xlp']['wall']} s ({r['xlp']['peak_rss_mb']} MB): {r['ratio']}x, same subwords: {same}", flush=True)
         r["tokenizer"] = tokenizer_alone(lang, src, work)
-        print(f"  tokenizer alone, 1 core: perl {r['tokenizer']['perl']['wall']} s, xlp {r['tokenizer']['xlp']['wall']} s: "
-              f"{r['tokenizer']['ratio']}x, identical: {r['tokenizer']['identical']}", flush=True)
+        t = r["tokenizer"]
+        print(f"  tokenizer alone, 1 core, CPU s: perl {t['perl']['cpu']}, xlp text {t['xlp_cli']['cpu']} ({t['ratio_cpu_cli']}x), "
+              f"native in-process {t['xlp_native']['cpu']} ({t['ratio_cpu_native']}x); wall: perl {t['perl']['wall']} s, "
+              f"xlp text {t['xlp_cli']['wall']} s ({t['ratio_wall_cli']}x); identical: {t['identical']}", flush=True)
         r["bpe_apply"] = bpe_apply(work / f"ref.{lang}.xlm", work, fast)
         print(f"  bpe apply ({r['bpe_apply']['mb']} MB): fast {r['bpe_apply']['fast']['wall']} s, xlp "
               f"{r['bpe_apply']['xlp']['wall']} s: {r['bpe_apply']['ratio']}x, identical: {r['bpe_apply']['identical']}", flush=True)
