@@ -8,9 +8,12 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 from __future__ import annotations
 
 import ctypes
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -150,12 +153,13 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
         if cfg.vocab is None:
             raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
                            path=cfg.codes)
-        codec = BpeCodec(cfg.codes, cfg.vocab)  # reads and checks both files natively (bad lines are named)
-        info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
-                                "codes_sha256": artifacts.sha256_file(cfg.codes),
-                                "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": artifacts.sha256_file(cfg.vocab)}
-        dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
-        return Tokenizer("fastbpe", dico, codec), info, [], {}
+        with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
+            codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
+            info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
+                                    "codes_sha256": artifacts.sha256_file(cfg.codes),
+                                    "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": artifacts.sha256_file(cfg.vocab)}
+            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
+            return Tokenizer("fastbpe", dico, codec.result()), info, [], {}
     if cfg.spm_model is not None:
         raise BadInput("--spm-model alone has no dictionary; use the output folder of `xlp bpe learn --tokenizer sentencepiece`",
                        path=cfg.spm_model)
@@ -246,10 +250,63 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
 ROW_GROUP = 64 * 1024  # rows per row group, as artifacts.write_shard writes them
 
 
+def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[str], batch_rows: int,
+                     schema: pa.Schema) -> Iterator[tuple[pa.Table, int, int]]:
+    """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard."""
+    col = tok.column
+    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
+                                                    use_threads=False):  # (threads: more memory, no speed here)
+        arrays = {c: batch.column(c) for c in keep}
+        n_tok = unk = 0
+        for s in names:
+            text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
+            arrays["text" + s], arrays["ids" + s] = text, ids
+            values = ids.values.to_numpy(zero_copy_only=False)
+            n_tok += len(values)
+            unk += int(np.count_nonzero(values == UNK_ID))
+        yield pa.table(arrays, schema=schema), n_tok, unk
+
+
+def _ahead(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """`items`, produced by a thread up to `depth` ahead (reading and segmenting run without the GIL while
+    the caller compresses and writes). The thread stops when the caller does."""
+    q: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as e:  # handed to the consumer
+            put(e)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest: Path) -> tuple[str, int, int, int]:
     """Write the id shard of one text shard, a row group at a time (the same bytes as write_shard of the whole
     table). -> (sha256, rows, tokens, unknown tokens)."""
-    col = tok.column
     keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
     names = ["1", "2"] if pair else [""]
     fields = [(c, pa.string()) for c in keep]
@@ -266,18 +323,10 @@ def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest:
                 table = table.slice(ROW_GROUP)
             pending[:] = [table] if table.num_rows else []
 
-        for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
-                                                        use_threads=False):  # (threads: more memory, no speed here)
-            arrays = {c: batch.column(c) for c in keep}
-            for s in names:
-                text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
-                arrays["text" + s], arrays["ids" + s] = text, ids
-                values = ids.values.to_numpy(zero_copy_only=False)
-                n_tok += len(values)
-                unk += int(np.count_nonzero(values == UNK_ID))
-            pending.append(pa.table(arrays, schema=schema))
-            rows += batch.num_rows
-            if sum(t.num_rows for t in pending) >= ROW_GROUP:
+        for table, t, u in _ahead(_encoded_batches(tok, shard, keep, names, batch_rows, schema)):
+            pending.append(table)
+            rows, n_tok, unk = rows + table.num_rows, n_tok + t, unk + u
+            if sum(x.num_rows for x in pending) >= ROW_GROUP:
                 write(False)
         write(True)
     pending.clear()

@@ -5,6 +5,8 @@
 // `[a-z]` with /i is [A-Za-z], and `[^<]` is any byte (any character, the newline included). Each rule is
 // applied here, in the script's order, with perl's s///g semantics: leftmost matches, left to right, the
 // search resuming after the end of the previous match.
+#include <initializer_list>
+
 #include "text.h"
 
 namespace xlp {
@@ -51,6 +53,11 @@ void lit(U32 &s, Presence &p, const char32_t *from, const char32_t *to) {
     out.append(s, last, U32::npos);
     s.swap(out);
     p.add(to);
+}
+
+// s/FROM/TO/g for each (FROM, TO), in order.
+void lits(U32 &s, Presence &p, std::initializer_list<std::pair<const char32_t *, const char32_t *>> rules) {
+    for (const auto &r : rules) lit(s, p, r.first, r.second);
 }
 
 // s/ +/ /g
@@ -156,46 +163,24 @@ void period_quote(U32 &s, Presence &p) {
 
 }  // namespace
 
+// replace-unicode-punctuation.perl's substitutions, in its order; a null replacement stands for s/X */. /g.
+const char32_t *const kUnicodePunctuation[][2] = {
+    {U"，", U","}, {U"。", nullptr}, {U"、", U","}, {U"”", U"\""}, {U"“", U"\""}, {U"∶", U":"}, {U"：", U":"},
+    {U"？", U"?"}, {U"《", U"\""}, {U"》", U"\""}, {U"）", U")"}, {U"！", U"!"}, {U"（", U"("}, {U"；", U";"},
+    {U"１", U"1"}, {U"」", U"\""}, {U"「", U"\""}, {U"０", U"0"}, {U"３", U"3"}, {U"２", U"2"}, {U"５", U"5"},
+    {U"６", U"6"}, {U"９", U"9"}, {U"７", U"7"}, {U"８", U"8"}, {U"４", U"4"}, {U"．", nullptr}, {U"～", U"~"},
+    {U"’", U"'"}, {U"…", U"..."}, {U"━", U"-"}, {U"〈", U"<"}, {U"〉", U">"}, {U"【", U"["}, {U"】", U"]"},
+    {U"％", U"%"},
+};
+
 void replace_unicode_punctuation(U32 &s) {
     Presence p;
     for (char32_t c : s) p.add(c);
     if (!p.any_non_ascii()) return;  // every rule starts with a non-ASCII character
-    lit(s, p, U"，", U",");
-    stop_spaces(s, p, U'。');
-    lit(s, p, U"、", U",");
-    lit(s, p, U"”", U"\"");
-    lit(s, p, U"“", U"\"");
-    lit(s, p, U"∶", U":");
-    lit(s, p, U"：", U":");
-    lit(s, p, U"？", U"?");
-    lit(s, p, U"《", U"\"");
-    lit(s, p, U"》", U"\"");
-    lit(s, p, U"）", U")");
-    lit(s, p, U"！", U"!");
-    lit(s, p, U"（", U"(");
-    lit(s, p, U"；", U";");
-    lit(s, p, U"１", U"1");
-    lit(s, p, U"」", U"\"");
-    lit(s, p, U"「", U"\"");
-    lit(s, p, U"０", U"0");
-    lit(s, p, U"３", U"3");
-    lit(s, p, U"２", U"2");
-    lit(s, p, U"５", U"5");
-    lit(s, p, U"６", U"6");
-    lit(s, p, U"９", U"9");
-    lit(s, p, U"７", U"7");
-    lit(s, p, U"８", U"8");
-    lit(s, p, U"４", U"4");
-    stop_spaces(s, p, U'．');
-    lit(s, p, U"～", U"~");
-    lit(s, p, U"’", U"'");
-    lit(s, p, U"…", U"...");
-    lit(s, p, U"━", U"-");
-    lit(s, p, U"〈", U"<");
-    lit(s, p, U"〉", U">");
-    lit(s, p, U"【", U"[");
-    lit(s, p, U"】", U"]");
-    lit(s, p, U"％", U"%");
+    for (const auto &rule : kUnicodePunctuation) {
+        if (rule[1]) lit(s, p, rule[0], rule[1]);
+        else stop_spaces(s, p, rule[0][0]);
+    }
 }
 
 void normalize_punctuation(U32 &s, const std::string &lang) {
@@ -217,40 +202,20 @@ void normalize_punctuation(U32 &s, const std::string &lang) {
     lit(s, p, U" :", U":");
     lit(s, p, U" ;", U";");
     // normalize unicode punctuation
-    lit(s, p, U"`", U"'");
-    lit(s, p, U"''", U" \" ");
-    lit(s, p, U"„", U"\"");
-    lit(s, p, U"“", U"\"");
-    lit(s, p, U"”", U"\"");
-    lit(s, p, U"–", U"-");
-    lit(s, p, U"—", U" - ");
+    lits(s, p, {{U"`", U"'"}, {U"''", U" \" "}, {U"„", U"\""}, {U"“", U"\""}, {U"”", U"\""}, {U"–", U"-"},
+                {U"—", U" - "}});
     squeeze_spaces(s, p);
     lit(s, p, U"´", U"'");
     triple(s, p, U'‘', letter, letter, U"'");
     triple(s, p, U'’', letter, letter, U"'");
-    lit(s, p, U"‘", U"'");
-    lit(s, p, U"‚", U"'");
-    lit(s, p, U"’", U"\"");
-    lit(s, p, U"''", U"\"");
-    lit(s, p, U"´´", U"\"");
-    lit(s, p, U"…", U"...");
-    // French quotes (the spaces of the first two rules are U+00A0)
-    lit(s, p, U"\u00a0«\u00a0", U" \"");
-    lit(s, p, U"«\u00a0", U"\"");
-    lit(s, p, U"«", U"\"");
-    lit(s, p, U"\u00a0»\u00a0", U"\" ");
-    lit(s, p, U"\u00a0»", U"\"");
-    lit(s, p, U"»", U"\"");
+    lits(s, p, {{U"‘", U"'"}, {U"‚", U"'"}, {U"’", U"\""}, {U"''", U"\""}, {U"´´", U"\""}, {U"…", U"..."}});
+    // French quotes
+    lits(s, p, {{U"\u00a0«\u00a0", U" \""}, {U"«\u00a0", U"\""}, {U"«", U"\""}, {U"\u00a0»\u00a0", U"\" "},
+                {U"\u00a0»", U"\""}, {U"»", U"\""}});
     // handle pseudo-spaces (U+00A0)
-    lit(s, p, U"\u00a0%", U"%");
-    lit(s, p, U"nº\u00a0", U"nº ");
-    lit(s, p, U"\u00a0:", U":");
-    lit(s, p, U"\u00a0ºC", U" ºC");
-    lit(s, p, U"\u00a0cm", U" cm");
-    lit(s, p, U"\u00a0?", U"?");
-    lit(s, p, U"\u00a0!", U"!");
-    lit(s, p, U"\u00a0;", U";");
-    lit(s, p, U",\u00a0", U", ");
+    lits(s, p, {{U"\u00a0%", U"%"}, {U"nº\u00a0", U"nº "}, {U"\u00a0:", U":"}, {U"\u00a0ºC", U" ºC"},
+                {U"\u00a0cm", U" cm"}, {U"\u00a0?", U"?"}, {U"\u00a0!", U"!"}, {U"\u00a0;", U";"},
+                {U",\u00a0", U", "}});
     squeeze_spaces(s, p);
     if (lang == "en") {
         en_quote_comma(s, p);
