@@ -58,20 +58,20 @@ public:
     }
 
     std::string apply_block(const char *data, size_t n, unsigned threads) {
-        std::vector<uint32_t> ids = segment(data, n, threads, false);
+        std::vector<Word> words = segment(data, n, threads, false);
         size_t total = n + 1;
-        for (uint32_t id : ids) total += vals_[id].size();
+        for (const Word &w : words) total += vals_[w.entry].size();
         std::string out(total, '\0');
         char *o = out.data();
-        size_t last = 0, k = 0;
-        for_words(data, n, [&](size_t a, size_t b) {
-            memcpy(o, data + last, a - last);
-            o += a - last;
-            const std::string &v = vals_[ids[k++]];
+        size_t last = 0;
+        for (const Word &w : words) {
+            memcpy(o, data + last, w.a - last);
+            o += w.a - last;
+            const std::string &v = vals_[w.entry];
             memcpy(o, v.data(), v.size());
             o += v.size();
-            last = b;
-        });
+            last = w.b;
+        }
         memcpy(o, data + last, n - last);
         o += n - last;
         if (n && data[n - 1] != '\n') *o++ = '\n';
@@ -82,10 +82,10 @@ public:
     // Lines ending in '\n': subword text without the newlines + int32 line offsets, int32 ids + line offsets.
     void encode_lines(const char *data, size_t n, unsigned threads, int32_t unk, std::string &text,
                       std::vector<int32_t> &text_off, std::vector<int32_t> &ids, std::vector<int32_t> &id_off) {
-        std::vector<uint32_t> entry = segment(data, n, threads, true, unk);
+        std::vector<Word> words = segment(data, n, threads, true, unk);
         text_off.assign(1, 0);
         id_off.assign(1, 0);
-        size_t last = 0, k = 0;
+        size_t last = 0;
         auto end_lines = [&](size_t upto) {  // copy separators; close every line that ends before `upto`
             for (size_t i = last; i < upto; ++i) {
                 if (data[i] == '\n') {
@@ -96,26 +96,29 @@ public:
                 }
             }
         };
-        for_words(data, n, [&](size_t a, size_t b) {
-            end_lines(a);
-            uint32_t e = entry[k++];
-            text += vals_[e];
-            ids.insert(ids.end(), wids_[e].begin(), wids_[e].end());
-            last = b;
-        });
+        for (const Word &w : words) {
+            end_lines(w.a);
+            text += vals_[w.entry];
+            ids.insert(ids.end(), wids_[w.entry].begin(), wids_[w.entry].end());
+            last = w.b;
+        }
         end_lines(n);
     }
 
 private:
-    // The cache entry of every word of the block, in order; new words segmented in `threads` threads.
-    std::vector<uint32_t> segment(const char *data, size_t n, unsigned threads, bool with_ids, int32_t unk = 3) {
+    struct Word {
+        size_t a, b;    // its bytes in the block
+        uint32_t entry;  // its cache entry
+    };
+    // Every word of the block, in order, with its cache entry; new words segmented in `threads` threads.
+    std::vector<Word> segment(const char *data, size_t n, unsigned threads, bool with_ids, int32_t unk = 3) {
         if (words_.size() > kMaxCache) { words_.clear(); vals_.clear(); wids_.clear(); }
-        std::vector<uint32_t> entry;
-        entry.reserve(n / 4 + 16);
+        std::vector<Word> words;
+        words.reserve(n / 5 + 16);
         const size_t known = words_.size();
         for_words(data, n, [&](size_t a, size_t b) {
             bool added;
-            entry.push_back(words_.add(std::string_view(data + a, b - a), added));
+            words.push_back({a, b, words_.add(std::string_view(data + a, b - a), added)});
         });
         const size_t fresh = words_.size() - known;
         std::vector<std::string> done(fresh);
@@ -139,7 +142,7 @@ private:
             for (size_t i = wids_.size(); i < known; ++i) wids_.push_back(token_ids(vals_[i], unk));
             for (auto &d : done_ids) wids_.push_back(std::move(d));
         }
-        return entry;
+        return words;
     }
     // The ids of `sub` split like Python's str.split() (XLM's binarization splits subword lines so).
     std::vector<int32_t> token_ids(const std::string &sub, int32_t unk) const {

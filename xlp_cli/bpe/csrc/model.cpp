@@ -1,7 +1,9 @@
 // Reading and checking fastBPE codes and vocab files, and fastBPE's segmentation of one word (process_bpe).
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+#include <thread>
 
 #include "../../text/csrc/utf8.h"
 #include "bpe.h"
@@ -58,11 +60,25 @@ void for_lines(const std::string &text, const std::string &path, size_t n_parts,
 }  // namespace
 
 Model::Model(const std::string &codes_path, const std::string &vocab_path) {
-    read_codes(codes_path);
-    if (!vocab_path.empty()) {
-        read_vocab(vocab_path);
-        check_vocab(vocab_path);
+    std::exception_ptr codes_error, vocab_error;
+    std::thread vocab;  // the two files are read at the same time
+    if (!vocab_path.empty())
+        vocab = std::thread([&] {
+            try {
+                read_vocab(vocab_path);
+            } catch (...) {
+                vocab_error = std::current_exception();
+            }
+        });
+    try {
+        read_codes(codes_path);
+    } catch (...) {
+        codes_error = std::current_exception();
     }
+    if (vocab.joinable()) vocab.join();
+    if (codes_error) std::rethrow_exception(codes_error);  // a bad codes file is reported first
+    if (vocab_error) std::rethrow_exception(vocab_error);
+    if (!vocab_path.empty()) check_vocab(vocab_path);
     cont_.resize(id_.size());
     final_.resize(id_.size());
     for (uint32_t id = 0; id < id_.size(); ++id) {
