@@ -32,8 +32,8 @@ XLM = artifacts.data_dir() / "xlm_bpe_xnli15"
 def bpe_app() -> typer.Typer:
     """Only the bpe commands, registered exactly as cli.py registers them."""
     app = typer.Typer()
-    stage_command(app, "learn", "xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "learn")
-    stage_command(app, "apply", "xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply", "apply")
+    stage_command(app, "bpe")        # `learn`
+    stage_command(app, "bpe-apply")  # `apply`
     return app
 
 

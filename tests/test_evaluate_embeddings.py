@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from ft_helpers import build_runs
-from xlp_cli.config import from_dict
 from xlp_cli.errors import BadInput
-from xlp_cli.evaluate.config import EvaluateConfig
 from xlp_cli.evaluate.run import run
+from xlp_cli.tasks.common import EVALUATE
 from xlp_cli.models.checkpoint import load_pretrained
 
 pytestmark = [pytest.mark.integration]
@@ -28,7 +27,7 @@ def runs(tmp_path_factory, shared_data):
 def _eval(runs, out: Path, **kw) -> dict:
     values = {"data": [str(runs["additive"]), str(runs["xlp"])], "out": str(out)}
     values.update(kw)
-    return run(from_dict(EvaluateConfig, values))
+    return run(EVALUATE.build(values))
 
 
 def test_lexicon_identical_words_known_numbers(runs, tmp_path):

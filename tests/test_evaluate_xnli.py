@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from xlp_cli import artifacts
-from xlp_cli.config import from_dict
 from xlp_cli.errors import BadInput
-from xlp_cli.evaluate import report, xnli
-from xlp_cli.evaluate.config import EvaluateConfig
+from xlp_cli.tasks.xnli import report, scores as xnli
 from xlp_cli.evaluate.run import run
+from xlp_cli.tasks.common import EVALUATE
 
 FIX = Path(__file__).parent / "fixtures" / "evaluate"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -26,7 +25,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _eval(tmp_path: Path, **kw) -> dict:
     values = {"task": "xnli", "data": [str(FIX / "ft_a"), str(FIX / "ft_b")], "out": str(tmp_path / "ev")}
     values.update(kw)
-    return run(from_dict(EvaluateConfig, values))
+    return run(EVALUATE.build(values))
 
 
 def test_known_numbers(tmp_path):
@@ -104,7 +103,7 @@ def test_validation_loss_curves_from_pretrain_metrics(tmp_path):
     m["upstream"] = [{"path": str(pre), "stage": "pretrain"}]
     (ft / "manifest.json").write_text(json.dumps(m))
     assert report.read_valid_curve(pre) == [(10, 7.5), (20, 6.0)]
-    run(from_dict(EvaluateConfig, {"data": [str(ft)], "out": str(tmp_path / "ev")}))
+    run(EVALUATE.build({"data": [str(ft)], "out": str(tmp_path / "ev")}))
     png = tmp_path / "ev" / "pretrain_valid_loss.png"
     assert png.read_bytes().startswith(PNG_MAGIC)
     html = (tmp_path / "ev" / "report.html").read_text()
@@ -125,7 +124,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(BadInput, match="baseline"):
         _eval(tmp_path, baseline="nope")
     with pytest.raises(BadInput, match="2 names for 1"):
-        from_dict(EvaluateConfig, {"data": [str(FIX / "ft_a")], "name": ["a", "b"]})
+        EVALUATE.build({"data": [str(FIX / "ft_a")], "name": ["a", "b"]})
     with pytest.raises(BadInput, match="no dev predictions"):
         _eval(tmp_path, split="dev")
 

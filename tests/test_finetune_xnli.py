@@ -14,11 +14,10 @@ import torch
 from ft_helpers import build_runs
 from xlp_cli.config import from_dict
 from xlp_cli.errors import BadInput
-from xlp_cli.finetune import xnli_data as xd
-from xlp_cli.finetune.classifier import Classifier, load_checkpoint
-from xlp_cli.finetune.config import FinetuneConfig
 from xlp_cli.finetune.run import run
-from xlp_cli.models.checkpoint import load_pretrained
+from xlp_cli.models.checkpoint import load_model, load_pretrained, read_meta
+from xlp_cli.tasks.xnli import data as xd
+from xlp_cli.tasks.xnli.config import XnliConfig
 
 pytestmark = [pytest.mark.integration]
 
@@ -28,12 +27,12 @@ def runs(tmp_path_factory, shared_data):
     return build_runs(tmp_path_factory.getbasetemp(), shared_data)
 
 
-def _cfg(run_dir: Path, out: Path, data: Path, **kw) -> FinetuneConfig:
+def _cfg(run_dir: Path, out: Path, data: Path, **kw) -> XnliConfig:
     values = {"data": [str(run_dir)], "out": str(out), "lang": ["en"], "threads": 1,
               "train-file": str(data / "mnli_en" / "mnli_train.tsv"), "dev-file": str(data / "xnli" / "xnli.dev.tsv"),
               "test-file": str(data / "xnli" / "xnli.test.tsv")}
     values.update(kw)
-    return from_dict(FinetuneConfig, values)
+    return from_dict(XnliConfig, values)
 
 
 def _binomial_p_above(k: int, n: int) -> float:
@@ -71,8 +70,7 @@ def test_learns_above_chance_on_held_out_rows(learned):
 def test_xlp_projections_frozen_bit_identical(learned, runs, shared_data, tmp_path):
     out, _ = learned
     pre = load_pretrained(runs["xlp"], "best")
-    model = Classifier(load_pretrained(runs["xlp"], "best"))
-    load_checkpoint(next((out / "runs" / "transfer").iterdir()) / "checkpoints" / "best", model)
+    model = load_model(next((out / "runs" / "transfer").iterdir()) / "checkpoints" / "best")
     enc, pre_enc = model.encoder.lang_encoding, pre.lang_encoding
     assert torch.equal(enc.weight, pre_enc.weight) and torch.equal(enc.bias, pre_enc.bias)
     assert not torch.equal(model.encoder.embed.weight, pre.embed.weight)  # the rest did train
@@ -81,14 +79,14 @@ def test_xlp_projections_frozen_bit_identical(learned, runs, shared_data, tmp_pa
         "batch-size": [16], "max-steps": 3, "epochs": 1, "max-train-rows": 48, "max-eval-rows": 20, "warmup": 1,
         "unfreeze-projections": True})
     run(cfg)
-    model2 = Classifier(load_pretrained(runs["xlp"], "best"))
-    load_checkpoint(next((tmp_path / "unfrozen" / "runs" / "transfer").iterdir()) / "checkpoints" / "last", model2)
+    model2 = load_model(next((tmp_path / "unfrozen" / "runs" / "transfer").iterdir()) / "checkpoints" / "last")
     assert not torch.equal(model2.encoder.lang_encoding.weight, pre_enc.weight)
 
 
 def test_resume_is_exact(runs, shared_data, tmp_path):
     """Two epochs in one go == one epoch, stop, resume for the second (same weights, bit for bit)."""
-    from xlp_cli.finetune.xnli import Pretrained, train_one
+    from xlp_cli.tasks.xnli.finetune import Pretrained, train_one
+    from xlp_cli.train.runtime import Runtime
 
     pre = Pretrained(runs["additive"], "best")
     tr, _ = xd.read_tsv(shared_data / "mnli_en" / "mnli_train.tsv", default_lang="en")
@@ -98,7 +96,7 @@ def test_resume_is_exact(runs, shared_data, tmp_path):
     def go(folder: Path, epochs: int, **kw) -> None:
         folder.mkdir(exist_ok=True)
         cfg = _cfg(runs["additive"], folder, shared_data, epochs=epochs, dropout=0.1, warmup=5, **kw)
-        train_one(folder, pre, [enc_tr], {"en": enc_dev}, 1e-3, 16, 7, cfg, torch.device("cpu"))
+        train_one(folder, pre, [enc_tr], {"en": enc_dev}, 1e-3, 16, 7, cfg, Runtime(torch.device("cpu")))
 
     go(tmp_path / "a", 2)
     go(tmp_path / "b", 1)
@@ -107,11 +105,11 @@ def test_resume_is_exact(runs, shared_data, tmp_path):
     go(tmp_path / "c", 1, **{"max-steps": 4})  # stopped in the middle of the first epoch (6 steps per epoch)
     (tmp_path / "c" / "done.json").unlink()
     go(tmp_path / "c", 2)
-    ma = Classifier(load_pretrained(runs["additive"]))
-    meta_a = load_checkpoint(tmp_path / "a" / "checkpoints" / "last", ma)
+    ma = load_model(tmp_path / "a" / "checkpoints" / "last")
+    meta_a = read_meta(tmp_path / "a" / "checkpoints" / "last")
     for other in ("b", "c"):
-        mo = Classifier(load_pretrained(runs["additive"]))
-        meta_o = load_checkpoint(tmp_path / other / "checkpoints" / "last", mo)
+        mo = load_model(tmp_path / other / "checkpoints" / "last")
+        meta_o = read_meta(tmp_path / other / "checkpoints" / "last")
         assert meta_a["step"] == meta_o["step"] == 12
         for (k, va), (_, vo) in zip(ma.state_dict().items(), mo.state_dict().items()):
             assert torch.equal(va, vo), (other, k)

@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from xlp_cli.models.interlingua import ABLATIONS, LOSS_TERMS, interlingua_losses, semantic_distance
-from xlp_cli.models.seq2seq import EOS, PAD, Seq2SeqConfig, build_model, label_smoothed_nll, targets
+from xlp_cli.models.factory import build_seq2seq
+from xlp_cli.models.seq2seq import EOS, PAD, Seq2SeqConfig, label_smoothed_nll, targets
 
 
 def _model(seed=0, **kw):
     torch.manual_seed(seed)
     cfg = Seq2SeqConfig.from_preset("tiny", vocab_size=40, langs=["de", "en", "fr"], arch="interlingua",
                                     lang_encoding="none", **kw)
-    return build_model(cfg).eval()
+    return build_seq2seq(cfg).eval()
 
 
 X = torch.tensor([[5, 6, 7, 8], [9, 10, PAD, PAD]])

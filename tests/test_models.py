@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from xlp_cli.errors import BadInput
-from xlp_cli.models.checkpoint import load_model, load_pretrained, save_model
+from xlp_cli.models.checkpoint import load_model, load_pretrained, load_weights, save
 from xlp_cli.models.encoder import PRESETS, ModelConfig, TransformerEncoder
 from xlp_cli.models.encodings import ENCODINGS, build_encoding
 
@@ -16,8 +16,9 @@ VOC = [[20, 21, 22, 23], [30, 31, 32]]  # VLE top-K ids of language 0 and 1
 
 def make(enc: str, style: str = "adding", seed: int = 0, **kw) -> TransformerEncoder:
     torch.manual_seed(seed)
-    cfg = ModelConfig.from_preset("tiny", vocab_size=V, langs=["en", "fr"], lang_encoding=enc, vle_style=style, **kw)
-    return TransformerEncoder(cfg, vle_vocab=VOC if enc == "vle" else None).eval()
+    cfg = ModelConfig.from_preset("tiny", vocab_size=V, langs=["en", "fr"], lang_encoding=enc,
+                                  encoding_options={"vle_style": style}, **kw)
+    return TransformerEncoder(cfg, vocab_ids=VOC if enc == "vle" else None).eval()
 
 
 def batch(b: int = 3, t: int = 9, seed: int = 1) -> torch.Tensor:
@@ -149,7 +150,7 @@ def test_vle_cached_at_inference_and_refreshed_after_update() -> None:
 
 def test_build_encoding_table_and_errors() -> None:
     assert set(ENCODINGS) == {"none", "additive", "attaching", "xlp", "vle"}
-    assert build_encoding("xlp", 8, 3, xlp_bias=False, vle_style="adding").bias is None
+    assert build_encoding("xlp", 8, 3, {"xlp_bias": False, "vle_style": "adding"}).bias is None
     with pytest.raises(ValueError):
         build_encoding("bogus", 8, 2)
     with pytest.raises(ValueError):
@@ -165,7 +166,7 @@ def test_presets() -> None:
 @pytest.mark.parametrize("enc", ["xlp", "vle"])
 def test_checkpoint_roundtrip(tmp_path, enc: str) -> None:
     m = make(enc, "padding", pre_ln=True)
-    save_model(tmp_path / "checkpoints" / "best", m)
+    save(tmp_path / "checkpoints" / "best", m)
     loaded = load_pretrained(tmp_path, "best")
     ids = batch()
     langs = torch.tensor([1, 0, 1])
@@ -175,24 +176,31 @@ def test_checkpoint_roundtrip(tmp_path, enc: str) -> None:
 
 def test_corrupt_or_mismatched_checkpoint_is_bad_input(tmp_path) -> None:
     m = make("additive")
-    save_model(tmp_path, m)
+    save(tmp_path, m)
     weights = tmp_path / "model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) // 2])
     with pytest.raises(BadInput, match="corrupt"):
         load_model(tmp_path)
-    save_model(tmp_path, m)
+    save(tmp_path, m)
     other = ModelConfig.from_preset("tiny", vocab_size=V + 1, langs=["en", "fr"])
     with pytest.raises(BadInput, match="shape"):
-        load_model(tmp_path, config=other)
+        load_weights(TransformerEncoder(other), tmp_path)
     with pytest.raises(BadInput, match="no 'best' checkpoint"):
         load_pretrained(tmp_path / "nothing")
 
 
 def test_torch_free_name_tables_match_the_classes():
-    from xlp_cli.models.encoder import PRESETS
-    from xlp_cli.models.encodings import ENCODINGS
-    from xlp_cli.models.names import ENCODER_PRESETS, ENCODING_NAMES
+    from xlp_cli.models.encoding_registry import ENCODING_NAMES
+    from xlp_cli.models.encodings import LanguageEncoding, encoding_class
+    from xlp_cli.models.presets import ENCODER_PRESETS
+    from xlp_cli.train.config import PretrainConfig
 
-    assert ENCODING_NAMES == tuple(ENCODINGS)
-    assert ENCODER_PRESETS == tuple(PRESETS)
+    assert ENCODING_NAMES == tuple(ENCODINGS) == ("none", "additive", "attaching", "xlp", "vle")
+    for name in ENCODING_NAMES:  # every registry line names a class that carries it
+        cls = encoding_class(name)
+        assert issubclass(cls, LanguageEncoding) and cls.spec is ENCODINGS[name]
+    fields = {f.name: f for f in __import__("dataclasses").fields(PretrainConfig)}
+    assert fields["lang_encoding"].metadata["choices"] == ENCODING_NAMES
+    assert fields["preset"].metadata["choices"] == tuple(PRESETS) == tuple(ENCODER_PRESETS)
+    assert {"xlp_bias", "vle_style", "vle_k"} <= set(fields)  # each encoding's options are flags

@@ -10,8 +10,9 @@ import torch
 from pretrain_helpers import synthetic
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
-from xlp_cli.models.encoder import EOS_INDEX, MASK_INDEX, N_SPECIAL, PAD_INDEX
-from xlp_cli.train.data import MonoStream, PretrainData, mask_scores, mask_tokens, sampling_probs
+from xlp_cli.special_ids import EOS as EOS_INDEX, MASK as MASK_INDEX, N_SPECIAL, PAD as PAD_INDEX
+from xlp_cli.train.data import MonoStream, PretrainData, sampling_probs
+from xlp_cli.train.masking import mask_scores, mask_tokens
 
 
 def _sentences(ids_dir, lang):

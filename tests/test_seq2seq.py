@@ -9,7 +9,8 @@ import torch
 
 from xlp_cli.errors import BadInput
 from xlp_cli.models.search import beam_search, greedy, length_normalized, score_hypothesis
-from xlp_cli.models.seq2seq import (BOS, EOS, PAD, PRESETS, Seq2SeqConfig, build_model, label_smoothed_nll,
+from xlp_cli.models.factory import build_seq2seq
+from xlp_cli.models.seq2seq import (BOS, EOS, PAD, PRESETS, Seq2SeqConfig, label_smoothed_nll,
                                     targets)
 
 ENCODINGS = ["attaching", "additive", "xlp", "none"]
@@ -18,7 +19,7 @@ ENCODINGS = ["attaching", "additive", "xlp", "none"]
 def _model(enc: str, arch: str = "transformer", seed: int = 0, **kw):
     torch.manual_seed(seed)
     cfg = Seq2SeqConfig.from_preset("tiny", vocab_size=40, langs=["de", "en", "fr"], arch=arch, lang_encoding=enc, **kw)
-    m = build_model(cfg).eval()
+    m = build_seq2seq(cfg).eval()
     if enc in ("additive", "attaching"):  # random (not zero-like) language vectors for the sensitivity checks
         for e in (m.src_encoding, m.tgt_encoding):
             torch.nn.init.normal_(e.lang_emb.weight, std=1.0)

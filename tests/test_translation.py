@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.integration]
 
 # a tiny model that can memorise 200 short pairs in a few hundred steps
 OVERFIT = ["--preset", "tiny", "--lang-encoding", "xlp", "--max-steps", "170", "--warmup", "30", "--lr", "5e-3",
-           "--mt-dropout", "0", "--mt-weight-decay", "0", "--label-smoothing", "0.1", "--valid-every", "85",
+           "--dropout", "0", "--weight-decay", "0", "--label-smoothing", "0.1", "--valid-every", "85",
            "--log-every", "50", "--beam", "1", "--threads", "2"]
 
 
@@ -81,8 +81,8 @@ def test_translate_raw_text_file_and_stdin(overfit, slice200, tmp_path):
 
 @pytest.mark.slow
 def test_beam_one_equals_greedy_and_length_penalty_lengthens(overfit, slice200):
-    from xlp_cli.finetune.mt_data import collate, read_pairs
-    from xlp_cli.finetune.translation import load_translation_model
+    from xlp_cli.tasks.translation.data import collate, read_pairs
+    from xlp_cli.tasks.translation.finetune import load_translation_model
     from xlp_cli.models.search import beam_search, greedy
     from xlp_cli.models.seq2seq import targets
 
@@ -174,11 +174,11 @@ def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
                 "--eval-every", "2", "--eval-batches", "1", "--num-threads", "1")
     assert r.exit_code == 0, r.output
     from xlp_cli import config as cfgmod
-    from xlp_cli.finetune.config import FinetuneConfig
-    from xlp_cli.finetune.translation import Job
+    from xlp_cli.tasks.translation.config import TranslationConfig
+    from xlp_cli.tasks.translation.job import Job
     from xlp_cli.models.checkpoint import load_pretrained
 
-    cfg = cfgmod.from_dict(FinetuneConfig, {"task": "translation", "data": [str(slice200)], "out": str(tmp_path / "ft"),
+    cfg = cfgmod.from_dict(TranslationConfig, {"task": "translation", "data": [str(slice200)], "out": str(tmp_path / "ft"),
                                             "init-encoder": str(pt), "which": "last", "lang-encoding": "xlp", "preset": "tiny"})
     model = Job(cfg).new_model()
     pre = load_pretrained(pt, "last")
@@ -212,7 +212,7 @@ def test_interrupted_run_resumes_to_the_same_weights(slice200, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- DDP
 def test_ddp_shares_are_disjoint_and_follow_the_single_process_order(slice200):
-    from xlp_cli.finetune.mt_data import MixedBatcher, read_pairs, serve
+    from xlp_cli.tasks.translation.data import MixedBatcher, read_pairs, serve
 
     train = read_pairs(slice200, "train")
     data = {d: serve(train, d) for d in ("de-en", "en-de")}  # two directions: the mixing draw matters too
@@ -237,8 +237,8 @@ def test_two_process_gloo_run_then_single_process_resume(slice200, tmp_path):
     import subprocess
     import sys
 
-    from xlp_cli.finetune.mt_data import MixedBatcher, read_pairs, serve
-    from xlp_cli.finetune.translation import load_translation_model
+    from xlp_cli.tasks.translation.data import MixedBatcher, read_pairs, serve
+    from xlp_cli.tasks.translation.finetune import load_translation_model
 
     repo = Path(__file__).resolve().parent.parent
     run = tmp_path / "ddp"
@@ -261,7 +261,7 @@ def test_two_process_gloo_run_then_single_process_resume(slice200, tmp_path):
     first_two = [ref.next() for _ in range(2)]
     assert train[0]["tokens"] == sum(int(y.ne(2).sum()) + y.size(0) for _, _, y in first_two)
     meta = json.loads((run / "seed-1" / "checkpoints" / "last" / "meta.json").read_text())
-    assert meta["step"] == 4 and meta["world_size"] == 2 and meta["batcher"]["draws"] == 8
+    assert meta["step"] == 4 and meta["world_size"] == 2 and meta["objective"]["batcher"]["draws"] == 8
     model = load_translation_model(run / "seed-1", "last")  # a plain single-process checkpoint
     assert model.n_params() > 0
     assert json.loads((run / "seed-1" / "results.json").read_text())["steps"] == 4
@@ -273,4 +273,4 @@ def test_two_process_gloo_run_then_single_process_resume(slice200, tmp_path):
     assert [r["step"] for r in rows if r["event"] == "valid"] == [2, 4, 6]
     assert [r["world_size"] for r in rows if r["event"] == "train"] == [2, 2, 2, 2, 1, 1]
     meta = json.loads((run / "seed-1" / "checkpoints" / "last" / "meta.json").read_text())
-    assert meta["step"] == 6 and meta["batcher"]["draws"] == 10
+    assert meta["step"] == 6 and meta["objective"]["batcher"]["draws"] == 10

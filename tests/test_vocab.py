@@ -196,8 +196,7 @@ def test_cli_prints_a_table_and_exits_2_on_bad_input(tmp_path):
     from xlp_cli.commands import stage_command
 
     app = typer.Typer()
-    stage_command(app, "vocab-score", "xlp_cli.vocab.config:VocabConfig", "xlp_cli.vocab.run:run", "score",
-                  "xlp_cli.vocab.run:print_summary")
+    stage_command(app, "vocab-score")
     app.command("noop")(lambda: None)  # keep `vocab-score` a sub-command
     ids = hand_corpus(tmp_path)
     r = CliRunner().invoke(app, ["vocab-score", "--data", str(ids), "--out", str(tmp_path / "voc"), "--k", "2,3"])

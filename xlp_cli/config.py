@@ -18,11 +18,19 @@ from xlp_cli.errors import BadInput
 
 T = TypeVar("T")
 
+AMP_CHOICES = ("auto", "bf16", "fp16", "none")  # --amp of every stage that trains (xlp_cli/train/runtime.py)
+
 
 def opt(default: Any = dataclasses.MISSING, help: str = "", *, argument: bool = False, short: str | None = None,
-        factory: Any = None, choices: tuple[str, ...] | None = None) -> Any:
-    """A config field with help text. `argument=True` makes it positional; `choices` are checked on load."""
-    meta = {"help": help, "argument": argument, "short": short, "choices": choices}
+        factory: Any = None, choices: tuple[str, ...] | None = None, volatile: bool = False,
+        resumable: bool = False) -> Any:
+    """A config field with help text. `argument=True` makes it positional; `choices` are checked on load.
+
+    `volatile`: the value never changes a stage's output (threads, device, --force, logging cadence).
+    `resumable`: the value may differ between a run and its continuation (e.g. --max-steps: a rerun with more
+    steps continues). Volatile keys are resumable too. This is the only place these lists are kept."""
+    meta = {"help": help, "argument": argument, "short": short, "choices": choices,
+            "volatile": volatile, "resumable": resumable or volatile}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -103,9 +111,15 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config") ->
     """Build `cls` from a dict whose keys are flag names (dashes) or field names. Unknown keys are an error."""
     hints = field_types(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    aliases: dict[str, str] = getattr(cls, "ALIASES", {})  # old key -> field, for configs written before a rename
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         name = key.replace("-", "_")
+        if name in aliases and value is not None:
+            from xlp_cli import ui
+
+            ui.warn(f"{where}: '{flag_name(name)}' is now '{flag_name(aliases[name])}'; please rename it")
+            name = aliases[name]
         if name not in fields:
             valid = ", ".join(sorted(flag_name(n) for n in fields))
             raise BadInput(f"unknown key '{key}'; valid keys: {valid}", path=where)
@@ -161,6 +175,17 @@ def to_dict(cfg: Any) -> dict[str, Any]:
             v = [str(x) if isinstance(x, Path) else x for x in v]
         out[flag_name(f.name)] = v
     return out
+
+
+def keys_where(cls: type, what: str) -> set[str]:
+    """Flag names of the fields of `cls` (a config class or instance) marked `what` ("volatile"/"resumable")."""
+    return {flag_name(f.name) for f in dataclasses.fields(cls) if f.metadata.get(what)}
+
+
+def identity(cfg: Any) -> dict[str, Any]:
+    """The config that must match for a run folder to be resumed (`artifacts.guard_out_dir`)."""
+    drop = keys_where(cfg, "resumable")
+    return {k: v for k, v in to_dict(cfg).items() if k not in drop}
 
 
 def parse_langs(value: list[str] | str | None) -> list[str]:

@@ -26,26 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, ui
-from xlp_cli.commands import _load
+from xlp_cli import artifacts, config as cfgmod, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
 
-# stage -> (config class, run function, the `stage` its manifest records)
-STAGES: dict[str, tuple[str, str, str]] = {
-    "prepare": ("xlp_cli.prepare.config:PrepareConfig", "xlp_cli.prepare.run:run", "prepare"),
-    "bpe": ("xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "bpe-learn"),
-    "bpe-apply": ("xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply", "bpe-apply"),
-    "vocab-score": ("xlp_cli.vocab.config:VocabConfig", "xlp_cli.vocab.run:run", "vocab-score"),
-    "pretrain": ("xlp_cli.train.config:PretrainConfig", "xlp_cli.train.pretrain:run", "pretrain"),
-    "finetune": ("xlp_cli.finetune.config:FinetuneConfig", "xlp_cli.finetune.run:run", "finetune"),
-    "evaluate": ("xlp_cli.evaluate.config:EvaluateConfig", "xlp_cli.evaluate.run:run", "evaluate"),
-}
-ORDER = list(STAGES)
+ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages.py)
+STAGES = {n: stages.STAGES[n] for n in ORDER}
 RECIPE_KEYS = ("out", "title")
-# keys whose change does not change a stage's result (ignored when deciding whether a stage is done)
-VOLATILE = {"force", "resume", "threads", "num-threads", "device", "workers", "log-every", "eval-batch-size",
-            "compile", "batch-rows", "save-every"}
 PATH_KEYS = {"out", "data"}
 
 
@@ -244,26 +231,24 @@ def order(nodes: dict[str, Node]) -> list[str]:
 
 # ---------------------------------------------------------------- running
 def build_config(node: Node, nodes: dict[str, Node], force: bool) -> Any:
-    config_ref, _, _ = STAGES[node.stage]
-    cls = _load(config_ref)
     values = dict(node.values)
     values["data"] = [nodes[d[1:]].values["out"] if isinstance(d, str) and d.startswith("@") else d for d in values.get("data", [])]
     for k, val in values.items():
         if k != "data" and isinstance(val, str) and val.startswith("@"):
             values[k] = nodes[_ref(nodes, val, node.where)[0]].values["out"]
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = stages.config_fields(node.stage)
     if "data" not in fields:
         values.pop("data")
     if force and "force" in fields:
         values["force"] = True
-    return cfgmod.from_dict(cls, values, where=node.where)
+    return stages.build_config(node.stage, values, node.where)
 
 
-def _normalize(config: dict[str, Any]) -> dict[str, Any]:
+def _normalize(config: dict[str, Any], volatile: set[str]) -> dict[str, Any]:
     out = {}
     for k, v in config.items():
         k = _norm_key(k)
-        if k in VOLATILE:
+        if k in volatile:
             continue
         if k in PATH_KEYS and v is not None:
             v = [str(Path(x).resolve()) for x in v] if isinstance(v, list) else str(Path(v).resolve())
@@ -273,9 +258,8 @@ def _normalize(config: dict[str, Any]) -> dict[str, Any]:
 
 def is_done(node: Node) -> bool:
     """The folder holds a finished output of this stage, written with the same config."""
-    _, _, manifest_stage = STAGES[node.stage]
     m = artifacts.try_read_manifest(node.cfg.out)
-    if not m or m.get("stage") != manifest_stage or m.get("complete") is False:
+    if not m or m.get("stage") != STAGES[node.stage].manifest or m.get("complete") is False:
         return False
     if node.stage == "pretrain":
         if m.get("done") is False:
@@ -286,8 +270,9 @@ def is_done(node: Node) -> bool:
     recorded = m.get("config")
     if not isinstance(recorded, dict):
         return False
-    want = _normalize(cfgmod.to_dict(node.cfg))
-    have = _normalize(recorded)
+    volatile = cfgmod.keys_where(node.cfg, "volatile")
+    want = _normalize(cfgmod.to_dict(node.cfg), volatile)
+    have = _normalize(recorded, volatile)
     # compare the keys the stage recorded (a stage may leave out keys that do not change its output, e.g. `out`)
     return all(have[k] == v for k, v in want.items() if k in have)
 
@@ -326,12 +311,11 @@ def run(cfg: RunConfig) -> dict[str, Any]:
                 raise BadInput(f"stage {nid} needs {d}, which has not finished; run it first (without --only)", path=recipe)
         ui.info(f"[run] {nid}: running -> {node.cfg.out}")
         t0 = time.time()
-        _, run_ref, _ = STAGES[node.stage]
-        node.summary = _load(run_ref)(node.cfg)
+        node.summary = stages.load(STAGES[node.stage].run)(node.cfg)
         node.seconds = time.time() - t0
         node.status = "ran"
         ran.add(nid)
-    stages = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
+    rows = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
               for n in plan]
     comparison = None
     for n in reversed(plan):
@@ -339,7 +323,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if node.stage == "evaluate" and getattr(node.cfg, "task", "") == "xnli" and node.status in ("ran", "skipped (done)"):
             comparison = node.summary if node.summary else _xnli_summary_from_disk(Path(node.cfg.out))
             break
-    return {"recipe": str(recipe), "root": str(meta["root"]), "stages": stages, "dry_run": cfg.dry_run,
+    return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
             "seconds": round(time.time() - t_all, 1), "comparison": comparison}
 
 

@@ -57,3 +57,10 @@ def print_summary(title: str, summary: dict[str, Any]) -> None:
             continue
         t.add_row(str(k), str(v))
     out.print(t)
+
+
+def text_column(fmt: str) -> Any:
+    """A progress column that renders `fmt` with the task's fields (e.g. "{task.fields[info]}")."""
+    from rich.progress import TextColumn
+
+    return TextColumn(fmt)

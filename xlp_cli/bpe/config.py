@@ -30,7 +30,7 @@ class BpeLearnConfig:
     parallel: bool = opt(False, help="Also learn from both sides of parallel (<l1>-<l2>) folders.")
     max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.")
     min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
 
     def validate(self) -> None:
         if not self.data:
@@ -59,12 +59,13 @@ class BpeApplyConfig:
     spm_model: Path | None = opt(None, help="A SentencePiece model to use instead of a `xlp bpe learn` folder.")
     max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
     min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
-    batch_rows: int = opt(16384, help="Rows per batch while applying.")
-    workers: int = opt(2, help="Filter mode: threads that segment new words (the output does not depend on it).")
+    batch_rows: int = opt(16384, help="Rows per batch while applying.", volatile=True)
+    workers: int = opt(2, help="Filter mode: threads that segment new words (the output does not depend on it).",
+                       volatile=True)
     on_error: str = opt("raise", help="Filter mode: a bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) "
                         "or skip (write an empty line, count it).", choices=("raise", "skip"))
     max_line_bytes: int = opt(100_000, help="Filter mode: longest line accepted, in bytes (0: no limit).")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
 
     # keys of the filter mode alone: not part of an ids folder's config
     FILTER_KEYS = ("inputs", "workers", "on_error", "max_line_bytes")

@@ -17,13 +17,12 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from xlp_cli import special_ids
 from xlp_cli.errors import BadInput
 
-BOS, EOS, PAD, UNK = "<s>", "</s>", "<pad>", "<unk>"
-N_SPECIAL_WORDS = 10
-SPECIALS = [BOS, EOS, PAD, UNK] + [f"<special{i}>" for i in range(N_SPECIAL_WORDS)]
-BOS_ID, EOS_ID, PAD_ID, UNK_ID = 0, 1, 2, 3
-N_SPECIALS = len(SPECIALS)  # 14: the first word id
+SPECIALS = list(special_ids.SPECIAL_TOKENS)   # the table lives in xlp_cli/special_ids.py
+UNK_ID = special_ids.UNK
+N_SPECIALS = special_ids.N_SPECIAL            # 14: the first word id
 
 
 @dataclass

@@ -1,1 +1,1 @@
-"""`xlp finetune`: XNLI classification (xnli.py) and multilingual translation (translation.py)."""
+"""`xlp finetune`: the stage entry; the tasks themselves are in `xlp_cli/tasks/`."""

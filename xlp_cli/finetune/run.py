@@ -1,35 +1,17 @@
-"""`xlp finetune`: dispatch on --task. Each task module has `run_<task>(cfg) -> summary dict`."""
+"""`xlp finetune --task NAME`: run the task's fine-tuning (the registry in `xlp_cli/tasks`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from xlp_cli.finetune.config import FinetuneConfig
+from xlp_cli import tasks
 
 
-def run(cfg: FinetuneConfig) -> dict[str, Any]:
-    if cfg.task == "xnli":
-        from xlp_cli.finetune.xnli import run_xnli
-
-        return run_xnli(cfg)
-    if cfg.task == "translation":
-        from xlp_cli.finetune.translation import run_translation
-
-        return run_translation(cfg)
-    raise AssertionError(f"unhandled task {cfg.task!r}")  # choices are checked when the config is built
+def run(cfg: Any) -> dict[str, Any]:
+    return tasks.run("finetune", cfg)
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from xlp_cli import ui
-
-    if summary.get("task") == "xnli":
-        from xlp_cli.finetune.xnli import print_summary as xnli_summary
-
-        xnli_summary(summary)
-    elif summary.get("task") == "translation":
-        from xlp_cli.finetune import translation
-
-        printer = getattr(translation, "print_summary", None)
-        printer(summary) if printer else ui.print_summary("xlp finetune --task translation", summary)
-    else:
-        ui.print_summary("xlp finetune", summary)
+    if summary.get("rank", 0) != 0:  # torchrun: one table, from rank 0 (`--json` prints every process's summary)
+        return
+    tasks.print_summary("finetune", summary)

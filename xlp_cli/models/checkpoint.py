@@ -1,60 +1,139 @@
-"""Model weights on disk: safetensors + a model config JSON. Nothing here ever unpickles.
+"""The one checkpoint layout of xlp, for every kind of model, and its one reader/writer. Nothing here unpickles.
 
-    save_model(folder, model)                       # folder/model.safetensors + folder/model.json (atomic)
-    model = load_model(folder)                      # from such a folder
-    model = load_pretrained(RUN, which="best")      # a pretrain run folder: RUN/checkpoints/<which>/
-    model.config.langs                              # language order (index i = langs[i]); RUN/dict.txt the dictionary
+    CKPT/model.safetensors   the weights (a tensor shared by two modules is stored once)
+    CKPT/model.json          {"kind": "encoder" | "seq2seq" | "classifier", ...the model's config}
+    CKPT/state.pt            optimizer, LR-scheduler and grad-scaler state: tensors and numbers only, read with
+                             torch.load(weights_only=True); absent in `best` checkpoints (weights only)
+    CKPT/meta.json           format_version, step, tokens, best {score, step, metrics}, objective (its data
+                             position), rng, world_size, and the sha256 of model.safetensors and state.pt
 
-Errors are `BadInput` with the file named (missing files, corrupt safetensors, shape mismatches).
+    save(CKPT, model, meta, state=None)         written whole into a temporary sibling, then renamed into place
+    read_meta(CKPT) -> dict | None              None when there is no complete checkpoint
+    load_model(CKPT) -> nn.Module               the model model.json names, with its weights (hash checked)
+    load_weights(model, CKPT)                   into an existing model; a key or shape mismatch is BadInput
+    load_state(CKPT) -> dict                    state.pt (hash checked)
+    load_pretrained(RUN, which="best")          the encoder of an `xlp pretrain` run folder, in eval mode
+
+Checkpoints of xlp 0.1 still load: model.json without "kind", XNLI's `classifier.safetensors`, translation
+models with separate q/k/v projections (`legacy.py` renames their tensors), and the older meta.json keys.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save_model as st_save_model
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
-from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
+from xlp_cli.models import legacy
 
-WEIGHTS = "model.safetensors"
-CONFIG = "model.json"
+FORMAT_VERSION = 2
+WEIGHTS, CONFIG, STATE, META = "model.safetensors", "model.json", "state.pt", "meta.json"
+LEGACY_WEIGHTS = "classifier.safetensors"  # XNLI checkpoints of xlp 0.1
 
 
-def save_model(folder: str | Path, model: torch.nn.Module, extra: dict[str, Any] | None = None) -> None:
-    """Write the weights (contiguous CPU copies) and the model config, each atomically."""
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model under DDP / torch.compile wrappers."""
+    model = getattr(model, "module", model)
+    return getattr(model, "_orig_mod", model)
+
+
+def model_json(model: torch.nn.Module) -> dict[str, Any]:
+    model = unwrap(model)
+    return {"kind": model.KIND, **model.config.to_dict()}
+
+
+def _kinds() -> dict[str, Callable[[dict[str, Any]], torch.nn.Module]]:
+    """How each model kind is rebuilt from its model.json (a new kind of model is one line here)."""
+    from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
+    from xlp_cli.models.factory import build_seq2seq
+    from xlp_cli.models.heads import ClassifierConfig, SequenceClassifier
+    from xlp_cli.models.seq2seq import Seq2SeqConfig
+
+    return {
+        "encoder": lambda d: TransformerEncoder(ModelConfig.from_dict(d)),
+        "seq2seq": lambda d: build_seq2seq(Seq2SeqConfig.from_dict(d)),
+        "classifier": lambda d: SequenceClassifier.from_config(ClassifierConfig.from_dict(d)),
+    }
+
+
+# ---------------------------------------------------------------- writing
+def save(folder: str | Path, model: torch.nn.Module, meta: dict[str, Any] | None = None,
+         state: dict[str, Any] | None = None) -> Path:
+    """Write a complete checkpoint folder atomically; the sha256 of each file goes into meta.json."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model = getattr(model, "module", model)  # DDP / compiled wrappers
-    model = getattr(model, "_orig_mod", model)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-    with artifacts.atomic_path(folder / WEIGHTS) as tmp:
-        save_file(state, str(tmp), metadata={"format": "pt"})
-    cfg = dict(model.config.to_dict())
-    if extra:
-        cfg.update(extra)
-    artifacts.write_json_atomic(folder / CONFIG, cfg)
+    model = unwrap(model)
+    with artifacts.atomic_folder(folder) as tmp:
+        st_save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        artifacts.write_json_atomic(tmp / CONFIG, model_json(model))
+        sums = {WEIGHTS: artifacts.sha256_file(tmp / WEIGHTS)}
+        if state is not None:
+            torch.save(state, tmp / STATE)
+            sums[STATE] = artifacts.sha256_file(tmp / STATE)
+        artifacts.write_json_atomic(tmp / META, {"format_version": FORMAT_VERSION, "step": 0, **(meta or {}),
+                                                 "sha256": sums})
+    return folder
 
 
-def read_model_config(path: str | Path) -> ModelConfig:
-    path = Path(path)
+# ---------------------------------------------------------------- reading
+def _weights_path(folder: Path) -> Path | None:
+    for name in (WEIGHTS, LEGACY_WEIGHTS):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def read_meta(folder: str | Path) -> dict[str, Any] | None:
+    """meta.json of a complete checkpoint (older layouts normalised), or None if there is none."""
+    folder = Path(folder)
+    path = folder / META
+    if not path.is_file() or _weights_path(folder) is None:
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"corrupt checkpoint meta.json ({e}); delete the checkpoint folder or rerun with --force",
+                       path=path) from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+        raise BadInput("checkpoint meta.json has no integer 'step'; delete the checkpoint folder or rerun with --force",
+                       path=path)
+    return legacy.normalize_meta(meta)
+
+
+def _check_hash(folder: Path, name: str) -> None:
+    meta_path = folder / META
+    if not meta_path.is_file():
+        return
+    try:
+        want = (json.loads(meta_path.read_text(encoding="utf-8")).get("sha256") or {}).get(name)
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return  # read_meta reports a corrupt meta.json
+    if want and artifacts.sha256_file(folder / name) != want:
+        raise BadInput(f"corrupt {name}: its sha256 differs from the one recorded in meta.json (damaged or partly "
+                       "copied); restore the folder or rerun with --force", path=folder / name)
+
+
+def read_config(folder: str | Path) -> dict[str, Any]:
+    """model.json with its "kind" (inferred for xlp 0.1 files)."""
+    folder = Path(folder)
+    path = folder / CONFIG
     if not path.is_file():
         raise BadInput("model config not found", path=path)
     try:
-        return ModelConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as e:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadInput(f"unreadable model config ({e})", path=path) from None
+    if not isinstance(d, dict):
+        raise BadInput("model config is not a JSON object", path=path)
+    return d if "kind" in d else legacy.infer_kind(d, folder)
 
 
-def load_weights(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-    path = Path(path)
-    if not path.is_file():
-        raise BadInput("weights not found", path=path)
+def _tensors(path: Path, device: str | torch.device) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path), device=str(device))
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
@@ -62,14 +141,23 @@ def load_weights(path: str | Path, device: str | torch.device = "cpu") -> dict[s
                        path=path) from None
 
 
-def load_into(model: torch.nn.Module, path: str | Path, device: str | torch.device = "cpu") -> None:
-    """Load weights into an existing model; any missing/unexpected key or shape mismatch is BadInput."""
-    state = load_weights(path, device)
-    target = getattr(model, "module", model)
-    target = getattr(target, "_orig_mod", target)
+def load_weights(model: torch.nn.Module, folder: str | Path, device: str | torch.device = "cpu") -> None:
+    """Load a checkpoint's weights into `model`; any missing/unexpected tensor or shape mismatch is BadInput."""
+    folder = Path(folder)
+    path = _weights_path(folder)
+    if path is None:
+        raise BadInput("weights not found", path=folder / WEIGHTS)
+    _check_hash(folder, path.name)
+    target = unwrap(model)
+    state = legacy.rename_tensors(_tensors(path, device), target)
     own = target.state_dict()
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
+    aliases = _tied_aliases(own)
+    for name, canonical in aliases.items():  # a tensor shared by two modules is stored under one name
+        if name not in state and canonical in state:
+            state[name] = state[canonical]
+        elif canonical not in state and name in state:
+            state[canonical] = state[name]
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     if missing or unexpected:
         raise BadInput(f"weights do not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})", path=path)
     for k, v in state.items():
@@ -79,28 +167,65 @@ def load_into(model: torch.nn.Module, path: str | Path, device: str | torch.devi
     target.load_state_dict(state, strict=True)
 
 
-def load_model(folder: str | Path, device: str | torch.device = "cpu", config: ModelConfig | None = None
-               ) -> TransformerEncoder:
+def _tied_aliases(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    """{name: first name} for the entries of a state dict that share storage with an earlier entry."""
+    first: dict[tuple[int, tuple[int, ...]], str] = {}
+    out = {}
+    for k, v in state.items():
+        key = (v.data_ptr(), tuple(v.shape))
+        if v.numel() and key in first:
+            out[k] = first[key]
+        else:
+            first.setdefault(key, k)
+    return out
+
+
+def load_model(folder: str | Path, device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The model of a checkpoint folder (kind from model.json), with its weights, on `device`."""
     folder = Path(folder)
-    cfg = config or read_model_config(folder / CONFIG)
-    model = TransformerEncoder(cfg)
-    load_into(model, folder / WEIGHTS, device)
+    d = read_config(folder)
+    kinds = _kinds()
+    if d["kind"] not in kinds:
+        raise BadInput(f"unknown model kind {d['kind']!r} (known: {', '.join(kinds)})", path=folder / CONFIG)
+    try:
+        model = kinds[d["kind"]]({k: v for k, v in d.items() if k != "kind"})
+    except (TypeError, KeyError, ValueError) as e:
+        raise BadInput(f"model config does not describe a {d['kind']} ({e})", path=folder / CONFIG) from None
+    load_weights(model, folder, device)
     return model.to(device)
+
+
+def load_state(folder: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """state.pt (optimizer/scheduler/scaler), loaded with weights_only=True: a pickle payload is refused."""
+    path = Path(folder) / STATE
+    if not path.is_file():
+        raise BadInput("checkpoint has no optimizer state (state.pt)", path=path)
+    _check_hash(Path(folder), STATE)
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable state is a corrupt checkpoint
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise BadInput(f"corrupt or unsafe optimizer state, refused ({first[:200]}); rerun with --force",
+                       path=path) from None
+    if not isinstance(state, dict) or "optimizer" not in state:
+        raise BadInput("optimizer state has no 'optimizer' entry; rerun with --force", path=path)
+    return state
 
 
 def checkpoint_dir(run: str | Path, which: str = "best") -> Path:
     run = Path(run)
-    if (run / WEIGHTS).is_file():  # already a checkpoint folder
+    if _weights_path(run) is not None:  # already a checkpoint folder
         return run
     folder = run / "checkpoints" / which
-    if not (folder / WEIGHTS).is_file():
+    if _weights_path(folder) is None:
         raise BadInput(f"no '{which}' checkpoint (expected {folder / WEIGHTS})", path=run)
     return folder
 
 
-def load_pretrained(run: str | Path, which: str = "best", device: str | torch.device = "cpu") -> TransformerEncoder:
-    """The pre-trained encoder of a `xlp pretrain` run folder (or a checkpoint folder), in eval mode."""
+def load_pretrained(run: str | Path, which: str = "best", device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The pre-trained encoder of a `xlp pretrain` run folder (or of a checkpoint folder), in eval mode."""
     folder = checkpoint_dir(run, which)
-    cfg_path = folder / CONFIG if (folder / CONFIG).is_file() else Path(run) / CONFIG
-    model = load_model(folder, device, read_model_config(cfg_path))
+    model = load_model(folder, device)
+    if getattr(model, "KIND", "") != "encoder":
+        raise BadInput(f"not a pre-trained encoder (a {model.KIND} checkpoint)", path=folder)
     return model.eval()

@@ -8,9 +8,9 @@
     logits = model.mlm_logits(tokens[mask])    # [N, V]   tied output embedding + bias (XLM's PredLayer)
 
 Architecture (XLM's TransformerModel): word embeddings -> language encoding hook `on_words` -> + learned
-positions -> `on_positions` -> LayerNorm -> dropout -> n_layers x (self-attention, FFN with GELU), post-LN by
-default (`pre_ln=True` for pre-LN, which adds a final LayerNorm). Attention uses
-torch.nn.functional.scaled_dot_product_attention. Embeddings ~ N(0, d^-1/2), the <pad> row zero.
+positions -> `on_positions` -> LayerNorm -> dropout -> n_layers x `blocks.Block` (self-attention, FFN with GELU),
+post-LN by default (`pre_ln=True` for pre-LN, which adds a final LayerNorm). Embeddings ~ N(0, d^-1/2), the
+<pad> row zero. The encoding's own options live in `encoding_options` (see `encoding_registry.py`).
 """
 
 from __future__ import annotations
@@ -23,20 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from xlp_cli.models.encodings import (build_encoding, expand_langs, extend_langs, extend_pad_mask,
-                                      extend_positions)
-
-# XLM dictionary layout: <s>=0 </s>=1 <pad>=2 <unk>=3 <special0..9>=4..13; MASK is <special1>.
-BOS_INDEX, EOS_INDEX, PAD_INDEX, UNK_INDEX, MASK_INDEX, N_SPECIAL = 0, 1, 2, 3, 5, 14
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # fits the test suite
-    "tiny": dict(n_layers=2, d_model=32, n_heads=2, d_ff=64, n_positions=272),
-    # a CPU experiment in under 30 minutes (docs/pretrain.md)
-    "small": dict(n_layers=4, d_model=256, n_heads=4, d_ff=1024, n_positions=520),
-    # XLM15 / XLP paper Table 6
-    "xlm15": dict(n_layers=12, d_model=1024, n_heads=8, d_ff=4096, n_positions=520),
-}
+from xlp_cli import special_ids
+from xlp_cli.models.blocks import Block
+from xlp_cli.models.encoding_registry import ENCODINGS
+from xlp_cli.models.encodings import build_encoding, expand_langs, extend_langs, extend_pad_mask, extend_positions
+from xlp_cli.models.presets import ENCODER_PRESETS as PRESETS
 
 
 @dataclass
@@ -44,6 +35,7 @@ class ModelConfig:
     vocab_size: int
     langs: list[str] = field(default_factory=list)
     lang_encoding: str = "additive"
+    encoding_options: dict[str, Any] = field(default_factory=dict)
     n_layers: int = 2
     d_model: int = 32
     n_heads: int = 2
@@ -52,10 +44,7 @@ class ModelConfig:
     dropout: float = 0.1
     attention_dropout: float = 0.1
     pre_ln: bool = False
-    xlp_bias: bool = True
-    vle_style: str = "adding"
-    vle_sizes: list[int] | None = None
-    pad_index: int = PAD_INDEX
+    pad_index: int = special_ids.PAD
     preset: str | None = None
 
     @classmethod
@@ -71,63 +60,24 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
+        """From `to_dict()` output; also reads model.json files of xlp 0.1, whose encoding options were
+        top-level keys (xlp_bias, vle_style, vle_sizes)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        values = {k: v for k, v in d.items() if k in names}
+        if "encoding_options" not in d and d.get("lang_encoding") in ENCODINGS:
+            s = ENCODINGS[d["lang_encoding"]]
+            values["encoding_options"] = {k: d[k] for k in (*s.option_names(), *s.state_keys) if d.get(k) is not None}
+        return cls(**values)
 
     @property
     def n_langs(self) -> int:
         return max(1, len(self.langs))
 
 
-class SelfAttention(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, dropout: float):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.dropout = dropout
-
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                           dropout_p=self.dropout if self.training else 0.0)
-        return self.out(y.transpose(1, 2).reshape(b, t, d))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int):
-        super().__init__()
-        self.lin1 = nn.Linear(d_model, d_ff)
-        self.lin2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lin2(F.gelu(self.lin1(x)))
-
-
-class TransformerLayer(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attention_dropout: float,
-                 pre_ln: bool):
-        super().__init__()
-        self.attn = SelfAttention(d_model, n_heads, attention_dropout)
-        self.ln_attn = nn.LayerNorm(d_model, eps=1e-12)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.ln_ffn = nn.LayerNorm(d_model, eps=1e-12)
-        self.drop = nn.Dropout(dropout)
-        self.pre_ln = pre_ln
-
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-        if self.pre_ln:
-            x = x + self.drop(self.attn(self.ln_attn(x), attn_mask))
-            return x + self.drop(self.ffn(self.ln_ffn(x)))
-        x = self.ln_attn(x + self.drop(self.attn(x, attn_mask)))
-        return self.ln_ffn(x + self.drop(self.ffn(x)))
-
-
 class TransformerEncoder(nn.Module):
-    def __init__(self, cfg: ModelConfig, vle_vocab: list[list[int]] | None = None):
+    KIND = "encoder"  # the checkpoint's model kind (models/checkpoint.py)
+
+    def __init__(self, cfg: ModelConfig, vocab_ids: list[list[int]] | None = None):
         super().__init__()
         self.config = cfg
         d = cfg.d_model
@@ -137,15 +87,13 @@ class TransformerEncoder(nn.Module):
             nn.init.normal_(emb.weight, mean=0.0, std=d ** -0.5)
         with torch.no_grad():
             self.embed.weight[cfg.pad_index].zero_()
-        self.lang_encoding = build_encoding(cfg.lang_encoding, d, cfg.n_langs, xlp_bias=cfg.xlp_bias,
-                                            vle_style=cfg.vle_style, vle_vocab=vle_vocab, vle_sizes=cfg.vle_sizes)
-        if cfg.lang_encoding == "vle" and cfg.vle_sizes is None:
-            cfg.vle_sizes = list(self.lang_encoding.sizes)  # type: ignore[attr-defined]
+        self.lang_encoding = build_encoding(cfg.lang_encoding, d, cfg.n_langs, cfg.encoding_options, vocab_ids)
+        cfg.encoding_options = {**cfg.encoding_options, **self.lang_encoding.config_state()}
         self.ln_emb = nn.LayerNorm(d, eps=1e-12)
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            TransformerLayer(d, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.attention_dropout, cfg.pre_ln)
-            for _ in range(cfg.n_layers))
+            Block(d, cfg.n_heads, cfg.d_ff, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+                  pre_ln=cfg.pre_ln) for _ in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(d, eps=1e-12) if cfg.pre_ln else nn.Identity()
         self.pred_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 

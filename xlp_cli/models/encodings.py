@@ -1,9 +1,11 @@
 """Language encodings: how a multilingual Transformer is told which language each token belongs to.
 
-Interface (used by `encoder.py`, and by seq2seq / fine-tuning code; the encoder never branches on a name)
+Interface (used by `encoder.py`, `seq2seq.py` and fine-tuning; no other code branches on a name)
 -----------------------------------------------------------------------------------------------------------
-    enc = build_encoding(name, d_model, n_langs, **opts)      # name in ENCODINGS
+    enc = build_encoding(name, d_model, n_langs, options, vocab_ids=None)   # name in encoding_registry.ENCODINGS
+    enc.spec                                                   # its registry line: options and capabilities
     enc.prefix_len                                             # int: positions the encoding prepends (0 or 1)
+    enc.config_state()                                         # model-config entries it fills in (VLE: sizes)
     x = enc.on_words(word_emb, langs, embedding)               # BEFORE positions are added
         word_emb  [B, T, d]  word embeddings of the token ids
         langs     [B, T] long language index per token ([B] is accepted and broadcast: `expand_langs`)
@@ -39,11 +41,14 @@ Encodings (equations in docs/encodings.md)
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from xlp_cli.models.encoding_registry import ENCODINGS, EncodingSpec, spec as encoding_spec
 
 
 def expand_langs(langs: torch.Tensor, length: int) -> torch.Tensor:
@@ -78,15 +83,20 @@ def extend_pad_mask(pad_mask: torch.Tensor | None, prefix_len: int) -> torch.Ten
 
 
 class LanguageEncoding(nn.Module):
-    """Base: the identity. Subclasses override one or both hooks and may set `prefix_len`."""
+    """Base: the identity. Subclasses override one or both hooks; `prefix_len` comes from the registry line."""
 
-    name = "none"
+    spec: EncodingSpec
     prefix_len = 0
 
-    def __init__(self, d_model: int, n_langs: int):
+    def __init__(self, d_model: int, n_langs: int, **options: Any):
         super().__init__()
         self.d_model = d_model
         self.n_langs = n_langs
+        self.prefix_len = self.spec.prefix_slots(options)
+
+    def config_state(self) -> dict[str, Any]:
+        """Entries the model config must record to rebuild this module's shapes (the registry's state_keys)."""
+        return {}
 
     def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
         return word_emb
@@ -100,7 +110,7 @@ class LanguageEncoding(nn.Module):
 
 
 class NoEncoding(LanguageEncoding):
-    name = "none"
+    pass
 
 
 def _embedding_init(weight: torch.Tensor, d_model: int) -> None:
@@ -109,8 +119,6 @@ def _embedding_init(weight: torch.Tensor, d_model: int) -> None:
 
 class AdditiveEncoding(LanguageEncoding):
     """XLM: a learned language embedding added at every position."""
-
-    name = "additive"
 
     def __init__(self, d_model: int, n_langs: int):
         super().__init__(d_model, n_langs)
@@ -123,9 +131,6 @@ class AdditiveEncoding(LanguageEncoding):
 
 class AttachingEncoding(LanguageEncoding):
     """Johnson et al.: a language token prepended to the sequence (one extra position)."""
-
-    name = "attaching"
-    prefix_len = 1
 
     def __init__(self, d_model: int, n_langs: int):
         super().__init__(d_model, n_langs)
@@ -140,10 +145,8 @@ class AttachingEncoding(LanguageEncoding):
 class XlpEncoding(LanguageEncoding):
     """XLP (Algorithm 1): a per-language Linear(d, d) on the word embeddings, before positions are added."""
 
-    name = "xlp"
-
     def __init__(self, d_model: int, n_langs: int, xlp_bias: bool = True):
-        super().__init__(d_model, n_langs)
+        super().__init__(d_model, n_langs, xlp_bias=xlp_bias)
         # weight[l] follows nn.Linear's (out, in) layout: y = x @ weight[l].T + bias[l]
         self.weight = nn.Parameter(torch.eye(d_model).repeat(n_langs, 1, 1))
         self.bias = nn.Parameter(torch.zeros(n_langs, d_model)) if xlp_bias else None
@@ -171,23 +174,20 @@ class XlpEncoding(LanguageEncoding):
 class VleEncoding(LanguageEncoding):
     """VLE (Eq. 3): language vectors computed from the current embeddings of each language's top-K tokens."""
 
-    name = "vle"
-
-    def __init__(self, d_model: int, n_langs: int, vle_style: str = "adding",
-                 vle_vocab: Sequence[Sequence[int]] | None = None, vle_sizes: Sequence[int] | None = None):
-        super().__init__(d_model, n_langs)
+    def __init__(self, d_model: int, n_langs: int, vle_style: str = "adding", vle_k: int = 100,
+                 vocab_ids: Sequence[Sequence[int]] | None = None, vle_sizes: Sequence[int] | None = None):
+        super().__init__(d_model, n_langs, vle_style=vle_style)
         if vle_style not in ("adding", "padding"):
             raise ValueError(f"vle_style must be adding or padding, not {vle_style!r}")
         self.style = vle_style
-        self.prefix_len = 1 if vle_style == "padding" else 0
-        if vle_vocab is not None:
-            sizes = [len(v) for v in vle_vocab]
-            ids = torch.tensor([i for v in vle_vocab for i in v], dtype=torch.long)
+        if vocab_ids is not None:
+            sizes = [len(v) for v in vocab_ids]
+            ids = torch.tensor([i for v in vocab_ids for i in v], dtype=torch.long)
         elif vle_sizes is not None:  # shapes only; the ids come with the state dict (load_pretrained)
             sizes = list(vle_sizes)
             ids = torch.zeros(sum(sizes), dtype=torch.long)
         else:
-            raise ValueError("vle needs vle_vocab (ids per language) or vle_sizes")
+            raise ValueError("vle needs vocab_ids (top-K ids per language) or vle_sizes")
         if len(sizes) != n_langs or min(sizes, default=0) < 1:
             raise ValueError(f"vle needs a non-empty vocabulary for each of the {n_langs} languages")
         self.sizes = sizes
@@ -252,26 +252,46 @@ class VleEncoding(LanguageEncoding):
     def language_parameters(self) -> list[nn.Parameter]:
         return [self.W]
 
+    @torch.no_grad()
+    def feature_gates(self, embedding: nn.Embedding) -> torch.Tensor:
+        """sigma(W_l E_Voc_l) for every language, [n_langs, d]: VLE Fig. 2's feature contributions."""
+        e_voc = F.embedding_bag(self.voc_ids, embedding.weight, self.voc_offsets, mode="mean")
+        return torch.sigmoid(torch.einsum("lij,lj->li", self.W, e_voc))
 
-ENCODINGS: dict[str, type[LanguageEncoding]] = {
-    "none": NoEncoding,
-    "additive": AdditiveEncoding,
-    "attaching": AttachingEncoding,
-    "xlp": XlpEncoding,
-    "vle": VleEncoding,
-}
-
-# which **opts each encoding accepts (the rest are ignored, so callers can pass one model config)
-_OPTS = {"xlp": ("xlp_bias",), "vle": ("vle_style", "vle_vocab", "vle_sizes")}
+    def config_state(self) -> dict[str, Any]:
+        return {"vle_sizes": list(self.sizes)}
 
 
-def build_encoding(name: str, d_model: int, n_langs: int, **opts: Any) -> LanguageEncoding:
-    """The encoding `name` for `n_langs` languages of width `d_model`. Unknown names raise ValueError."""
+def encoding_class(name: str) -> type[LanguageEncoding]:
+    """The nn.Module class of a registered encoding (its registry line names it); the class gets its `spec`."""
+    s = encoding_spec(name)
+    module, _, attr = s.cls.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    cls.spec = s
+    return cls
+
+
+def build_encoding(name: str, d_model: int, n_langs: int, options: dict[str, Any] | None = None,
+                   vocab_ids: Sequence[Sequence[int]] | None = None) -> LanguageEncoding:
+    """The encoding `name` for `n_langs` languages of width `d_model`.
+
+    `options`: its registry options (missing ones take their defaults) plus recorded `state_keys`;
+    `vocab_ids`: the top-K ids per language, for an encoding that `needs_vocab_scores`."""
     if name not in ENCODINGS:
         raise ValueError(f"unknown language encoding {name!r} (choose from {', '.join(ENCODINGS)})")
-    keep = {k: v for k, v in opts.items() if k in _OPTS.get(name, ()) and v is not None}
-    return ENCODINGS[name](d_model, n_langs, **keep)
+    s = encoding_spec(name)
+    kwargs = s.options_from(options or {})
+    for k in s.state_keys:
+        if (options or {}).get(k) is not None:
+            kwargs[k] = options[k]
+    if s.needs_vocab_scores and vocab_ids is not None:
+        kwargs["vocab_ids"] = vocab_ids
+    return encoding_class(name)(d_model, n_langs, **kwargs)
 
 
-__all__ = ["ENCODINGS", "build_encoding", "LanguageEncoding", "expand_langs", "extend_langs",
+for _name in ENCODINGS:  # give every registered class its registry line
+    encoding_class(_name)
+
+
+__all__ = ["ENCODINGS", "build_encoding", "encoding_class", "LanguageEncoding", "expand_langs", "extend_langs",
            "extend_positions", "extend_pad_mask"]

@@ -29,9 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xlp_cli.models.seq2seq import Block, Seq2Seq, Seq2SeqConfig, label_smoothed_nll, sinusoid, targets
+from xlp_cli.models.presets import INTERLINGUA_LOSS_TERMS
+from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, label_smoothed_nll, sinusoid, targets
 
-LOSS_TERMS = ("s2t", "t2s", "s2s", "t2t", "sim")
+LOSS_TERMS = INTERLINGUA_LOSS_TERMS
 ABLATIONS = {
     "INTL": ("s2t", "t2s"),
     "INTL+REC": ("s2t", "t2s", "s2s", "t2t"),
@@ -49,7 +50,7 @@ class Interlingua(nn.Module):
         self.intl_embed = nn.Parameter(torch.empty(cfg.intl_positions, d))
         nn.init.normal_(self.intl_embed, mean=0.0, std=d ** -0.5)
         self.query = nn.Sequential(nn.Linear(2 * d, cfg.ffn), nn.ReLU(), nn.Linear(cfg.ffn, d))
-        self.layers = nn.ModuleList(Block(cfg, self_attn=False, cross_attn=True) for _ in range(cfg.intl_layers))
+        self.layers = nn.ModuleList(cfg.block(self_attn=False, cross_attn=True) for _ in range(cfg.intl_layers))
 
     def forward(self, h_enc: torch.Tensor, enc_mask: torch.Tensor, lang_vec: torch.Tensor) -> torch.Tensor:
         B = h_enc.size(0)
@@ -92,8 +93,8 @@ class InterlinguaSeq2Seq(Seq2Seq):
         x = enc.on_positions(x, tgt_lang[:, None].expand(B, x.size(1))) * self.scale
 
         pos = torch.arange(x.size(1), device=x.device).unsqueeze(0).expand(B, x.size(1))
-        x = x + sinusoid(pos, self.cfg.d_model, self.position_offset(tgt_lang)).to(x.dtype)
-        return F.dropout(x, self.cfg.dropout, self.training)
+        x = x + sinusoid(pos, self.config.d_model, self.position_offset(tgt_lang)).to(x.dtype)
+        return F.dropout(x, self.config.dropout, self.training)
 
 
 def semantic_distance(i_s: torch.Tensor, i_t: torch.Tensor) -> torch.Tensor:

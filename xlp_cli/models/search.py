@@ -17,7 +17,8 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from xlp_cli.models.seq2seq import BOS, EOS, PAD, Seq2Seq, reorder_cache
+from xlp_cli.models.blocks import reorder_cache
+from xlp_cli.models.seq2seq import BOS, EOS, PAD, Seq2Seq
 
 
 @dataclasses.dataclass
@@ -34,7 +35,7 @@ def length_normalized(logprob: float | torch.Tensor, n_tokens: int | torch.Tenso
 
 def _limits(model: Seq2Seq, src: torch.Tensor, max_len_a: float, max_len_b: int) -> torch.Tensor:
     src_len = src.ne(PAD).sum(1).float()
-    cap = model.cfg.max_positions - model.decoder_prefix() - 1
+    cap = model.config.max_positions - model.decoder_prefix() - 1
     return (src_len * max_len_a + max_len_b).long().clamp(min=1, max=max(1, cap))
 
 

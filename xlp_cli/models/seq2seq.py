@@ -28,18 +28,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from xlp_cli.errors import BadInput
-from xlp_cli.models.encodings import ENCODINGS, build_encoding
+from xlp_cli.models.blocks import Block, reorder_cache  # noqa: F401  (reorder_cache: used by search.py)
+from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, spec as encoding_spec
+from xlp_cli.models.encodings import build_encoding
+from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS
+from xlp_cli.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
 
-BOS, EOS, PAD, UNK = 0, 1, 2, 3
-
-# Table 7 of the XLP paper (IWSLT): 6+6 layers, d=512, FFN 1024, 4 heads, dropout 0.3.
-PRESETS: dict[str, dict[str, Any]] = {
-    "iwslt": dict(d_model=512, enc_layers=6, dec_layers=6, heads=4, ffn=1024, dropout=0.3),
-    # a CPU-sized model for the demo recipe (minutes, not days)
-    "small": dict(d_model=256, enc_layers=3, dec_layers=3, heads=4, ffn=512, dropout=0.1),
-    # unit tests
-    "tiny": dict(d_model=64, enc_layers=2, dec_layers=2, heads=4, ffn=128, dropout=0.0),
-}
 ARCHS = ("transformer", "interlingua")
 
 
@@ -49,6 +43,7 @@ class Seq2SeqConfig:
     langs: list[str]
     arch: str = "transformer"
     lang_encoding: str = "xlp"
+    encoding_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     d_model: int = 512
     enc_layers: int = 6
     dec_layers: int = 6
@@ -70,12 +65,13 @@ class Seq2SeqConfig:
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
             raise BadInput(f"unknown --arch {self.arch!r} (choose from {', '.join(ARCHS)})")
-        if self.lang_encoding not in ENCODINGS or self.lang_encoding == "vle":
-            raise BadInput(f"unknown --lang-encoding {self.lang_encoding!r} for translation "
-                           "(choose from none, attaching, additive, xlp)")
-        if self.arch == "interlingua" and self.lang_encoding == "attaching":
-            raise BadInput("--arch interlingua already starts the decoder from the target-language embedding; "
-                           "use --lang-encoding none, additive or xlp with it")
+        s = encoding_spec(self.lang_encoding)
+        if not s.marks_target:
+            raise BadInput(f"--lang-encoding {self.lang_encoding} cannot tell a decoder which language to produce "
+                           f"(translation: choose from {', '.join(TARGET_ENCODINGS)})")
+        if self.arch == "interlingua" and s.prefix_slots(self.encoding_options):
+            raise BadInput(f"--arch interlingua already starts the decoder from the target-language embedding; "
+                           f"--lang-encoding {self.lang_encoding} prepends a slot of its own: use one that does not")
         if self.arch == "interlingua" and self.encoder_kind == "xlm":
             raise BadInput("--arch interlingua needs language-aware sinusoidal positions in the encoder; "
                            "it cannot start from a pretrained (learned-position) encoder")
@@ -92,11 +88,11 @@ class Seq2SeqConfig:
         values.update({k: v for k, v in kw.items() if v is not None})
         return cls(**values)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Seq2SeqConfig":
+    def from_dict(cls, d: dict[str, Any]) -> "Seq2SeqConfig":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -105,6 +101,12 @@ class Seq2SeqConfig:
             return self.langs.index(lang)
         except ValueError:
             raise BadInput(f"language {lang!r} is not one the model was trained with ({', '.join(self.langs)})") from None
+
+    def block(self, *, self_attn: bool = True, cross_attn: bool = False) -> Block:
+        """A layer of this model: ReLU FFN with dropout after the activation, LayerNorm eps 1e-5 (fairseq)."""
+        return Block(self.d_model, self.heads, self.ffn, dropout=self.dropout, attention_dropout=self.attn_dropout,
+                     activation="relu", activation_dropout=self.dropout, pre_ln=self.pre_norm, ln_eps=1e-5,
+                     self_attn=self_attn, cross_attn=cross_attn)
 
 
 # ----------------------------------------------------------------------------------------------- parts
@@ -122,96 +124,15 @@ def sinusoid(positions: torch.Tensor, d: int, offset: torch.Tensor | None = None
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
 
 
-class Attention(nn.Module):
-    """Multi-head attention with an optional incremental cache (decoder self-attention, cross-attention)."""
-
-    def __init__(self, d: int, heads: int, dropout: float):
-        super().__init__()
-        self.heads, self.dropout = heads, dropout
-        self.q = nn.Linear(d, d)
-        self.k = nn.Linear(d, d)
-        self.v = nn.Linear(d, d)
-        self.out = nn.Linear(d, d)
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, d = x.shape
-        return x.view(B, T, self.heads, d // self.heads).transpose(1, 2)
-
-    def forward(self, x: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor | None = None,
-                cache: dict[str, torch.Tensor] | None = None, static_kv: bool = False) -> torch.Tensor:
-        """`mask`: bool [B or 1, 1, Tq, Tk], True where attention is allowed. With `cache`, self-attention
-        appends this step's keys/values (static_kv=False) or reuses the projected memory (static_kv=True)."""
-        q = self._split(self.q(x))
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]
-        else:
-            k, v = self._split(self.k(kv)), self._split(self.v(kv))
-            if cache is not None:
-                if not static_kv and "k" in cache:
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
-        B, H, T, dh = y.shape
-        return self.out(y.transpose(1, 2).reshape(B, T, H * dh))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, d: int, ffn: int, dropout: float):
-        super().__init__()
-        self.fc1, self.fc2, self.dropout = nn.Linear(d, ffn), nn.Linear(ffn, d), dropout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.dropout(F.relu(self.fc1(x)), self.dropout, self.training))
-
-
-class Block(nn.Module):
-    """A Transformer layer: self-attention (optional), cross-attention (optional), feed-forward;
-    each sub-layer residual with layer norm (post-norm as fairseq's default, or pre-norm)."""
-
-    def __init__(self, cfg: Seq2SeqConfig, self_attn: bool, cross_attn: bool):
-        super().__init__()
-        d = cfg.d_model
-        self.pre_norm, self.dropout = cfg.pre_norm, cfg.dropout
-        self.self_attn = Attention(d, cfg.heads, cfg.attn_dropout) if self_attn else None
-        self.self_norm = nn.LayerNorm(d) if self_attn else None
-        self.cross_attn = Attention(d, cfg.heads, cfg.attn_dropout) if cross_attn else None
-        self.cross_norm = nn.LayerNorm(d) if cross_attn else None
-        self.ffn = FeedForward(d, cfg.ffn, cfg.dropout)
-        self.ffn_norm = nn.LayerNorm(d)
-
-    def _sub(self, x: torch.Tensor, norm: nn.LayerNorm, fn) -> torch.Tensor:
-        if self.pre_norm:
-            return x + F.dropout(fn(norm(x)), self.dropout, self.training)
-        return norm(x + F.dropout(fn(x), self.dropout, self.training))
-
-    def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None = None, memory: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, cache: dict[str, dict] | None = None) -> torch.Tensor:
-        if self.self_attn is not None:
-            c = None if cache is None else cache.setdefault("self", {})
-            x = self._sub(x, self.self_norm, lambda h: self.self_attn(h, h, self_mask, c))
-        if self.cross_attn is not None:
-            c = None if cache is None else cache.setdefault("cross", {})
-            x = self._sub(x, self.cross_norm, lambda h: self.cross_attn(h, memory, memory_mask, c, static_kv=True))
-        return self._sub(x, self.ffn_norm, self.ffn)
-
-
-def reorder_cache(cache: list[dict], order: torch.Tensor) -> None:
-    """Beam search: keep the rows of every cached key/value named by `order` (in place)."""
-    for layer in cache:
-        for part in layer.values():
-            for name in ("k", "v"):
-                if name in part:
-                    part[name] = part[name].index_select(0, order)
-
-
 # ----------------------------------------------------------------------------------------------- model
 class Seq2Seq(nn.Module):
     """Encoder-decoder Transformer. `encode` -> memory; `decode` -> next-token logits (full or incremental)."""
 
+    KIND = "seq2seq"  # the checkpoint's model kind (models/checkpoint.py)
+
     def __init__(self, cfg: Seq2SeqConfig, pretrained_encoder: nn.Module | None = None):
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         d = cfg.d_model
         n_langs = max(1, len(cfg.langs))
         self.xlm_encoder = None
@@ -231,14 +152,14 @@ class Seq2Seq(nn.Module):
             nn.init.normal_(self.embed.weight, mean=0.0, std=d ** -0.5)
             with torch.no_grad():
                 self.embed.weight[PAD].zero_()
-            self.src_encoding = build_encoding(cfg.lang_encoding, d, n_langs)
-            self.encoder = nn.ModuleList(Block(cfg, self_attn=True, cross_attn=False) for _ in range(cfg.enc_layers))
+            self.src_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options)
+            self.encoder = nn.ModuleList(cfg.block() for _ in range(cfg.enc_layers))
             self.enc_norm = nn.LayerNorm(d) if cfg.pre_norm else None
             self.pos_embed = None
             self.emb_norm = None
             self.scale = math.sqrt(d)
-        self.tgt_encoding = build_encoding(cfg.lang_encoding, d, n_langs)
-        self.decoder = nn.ModuleList(Block(cfg, self_attn=True, cross_attn=True) for _ in range(cfg.dec_layers))
+        self.tgt_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options)
+        self.decoder = nn.ModuleList(cfg.block(cross_attn=True) for _ in range(cfg.dec_layers))
         self.dec_norm = nn.LayerNorm(d) if cfg.pre_norm else None
 
     # -- what a subclass may change
@@ -266,10 +187,10 @@ class Seq2Seq(nn.Module):
         if self.pos_embed is not None:
             x = x + self.pos_embed(pos.clamp(max=self.pos_embed.num_embeddings - 1)).to(x.dtype)
         else:
-            x = x + sinusoid(pos, self.cfg.d_model, self.position_offset(lang)).to(x.dtype)
+            x = x + sinusoid(pos, self.config.d_model, self.position_offset(lang)).to(x.dtype)
         if self.emb_norm is not None:
             x = self.emb_norm(x)
-        return F.dropout(x, self.cfg.dropout, self.training)
+        return F.dropout(x, self.config.dropout, self.training)
 
     # -- encoder
     def encode(self, src: torch.Tensor, src_lang: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -287,7 +208,7 @@ class Seq2Seq(nn.Module):
         mask = keep[:, None, None, :]
         if self.xlm_encoder is None:
             for layer in self.encoder:
-                out = layer(out, self_mask=mask)
+                out = layer(out, mask)
             if self.enc_norm is not None:
                 out = self.enc_norm(out)
         return {"out": out, "mask": mask}
@@ -320,7 +241,7 @@ class Seq2Seq(nn.Module):
             x = x[:, done:]
         causal = torch.ones(x.size(1), T, dtype=torch.bool, device=x.device).tril(diagonal=done)[None, None]
         for i, layer in enumerate(self.decoder):
-            x = layer(x, self_mask=causal, memory=memory["out"], memory_mask=memory["mask"],
+            x = layer(x, causal, memory=memory["out"], memory_mask=memory["mask"],
                       cache=None if cache is None else cache[i])
         if self.dec_norm is not None:
             x = self.dec_norm(x)
@@ -334,18 +255,10 @@ class Seq2Seq(nn.Module):
         """Longest source (tokens + `</s>`) the encoder's positions allow."""
         if self.xlm_encoder is not None:
             return self.xlm_encoder.config.n_positions - self.xlm_encoder.prefix_len
-        return self.cfg.max_positions - self.src_encoding.prefix_len
+        return self.config.max_positions - self.src_encoding.prefix_len
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-
-def build_model(cfg: Seq2SeqConfig, pretrained_encoder: nn.Module | None = None) -> Seq2Seq:
-    if cfg.arch == "interlingua":
-        from xlp_cli.models.interlingua import InterlinguaSeq2Seq
-
-        return InterlinguaSeq2Seq(cfg)
-    return Seq2Seq(cfg, pretrained_encoder)
 
 
 def targets(tgt: torch.Tensor) -> torch.Tensor:

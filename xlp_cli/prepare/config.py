@@ -22,8 +22,8 @@ class PrepareConfig:
     mirror: str = opt("", "Base URL to download from (default: the source's public site).")
     dump_date: str = opt("latest", "Wikipedia dump date (YYYYMMDD or latest).")
     opus_corpus: str = opt("", "OPUS corpus name for --download with --source opus (e.g. GlobalVoices).")
-    workers: int = opt(1, "Worker processes for cleaning/normalizing/tokenizing.")
-    chunk_size: int = opt(2000, "Records per work unit sent to a worker, and the resume granularity (the output does not depend on it).")
+    workers: int = opt(1, "Worker processes for cleaning/normalizing/tokenizing.", volatile=True)
+    chunk_size: int = opt(2000, "Records per work unit sent to a worker, and the resume granularity (the output does not depend on it).", volatile=True)
     on_error: str = opt("raise", "What a bad record does: raise (stop with an error) or skip (count it in the manifest).", choices=("raise", "skip"))
     clean: bool = opt(True, "Remove non-printing characters.")
     normalize: bool = opt(True, "Moses punctuation normalization (per language).")
@@ -42,7 +42,7 @@ class PrepareConfig:
     shard_size: int = opt(100_000, "Records per Parquet shard.")
     bpe_codes: int = opt(0, "Also learn this many BPE merges on the train split and apply them (0: no BPE).")
     bpe_from: Path | None = opt(None, "Apply an existing BPE (a codes file, or an `xlp bpe learn` folder) instead of learning one.")
-    force: bool = opt(False, "Overwrite an output folder written with a different config.")
+    force: bool = opt(False, "Overwrite an output folder written with a different config.", volatile=True)
 
     def validate(self) -> None:
         if self.workers < 1:

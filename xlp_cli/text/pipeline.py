@@ -50,9 +50,10 @@ class TextPipeline:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "TextPipeline":
         """From a prepare config dict (flag-name keys like the manifest's `config`; underscores accepted)."""
-        get = lambda k, d: config.get(k, config.get(k.replace("-", "_"), d))  # noqa: E731
-        return cls(clean=bool(get("clean", True)), normalize=bool(get("normalize", True)),
-                   tokenize=str(get("tokenize", "moses")), lowercase=str(get("lowercase", "safe")))
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # the one default of each key
+        get = lambda k: config.get(k, config.get(k.replace("-", "_"), defaults[k]))  # noqa: E731
+        return cls(clean=bool(get("clean")), normalize=bool(get("normalize")), tokenize=str(get("tokenize")),
+                   lowercase=str(get("lowercase")))
 
     @classmethod
     def from_manifest(cls, folder: "str | os.PathLike[str]") -> "TextPipeline":

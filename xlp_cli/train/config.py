@@ -1,40 +1,39 @@
-"""PretrainConfig: every `xlp pretrain` flag (also a `--config`/recipe key). Defaults: XLP paper Table 6 / XLM."""
+"""PretrainConfig: every `xlp pretrain` flag (also a `--config`/recipe key). Defaults: XLP paper Table 6 / XLM.
+
+The flags of each language encoding's options (--xlp-bias, --vle-style, --vle-k, ...) come from the encoding
+registry (`models/encoding_registry.EncodingFlags`); the objective choices from `train/objectives`."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import AMP_CHOICES, opt
 from xlp_cli.errors import BadInput
-from xlp_cli.models.names import ENCODER_PRESETS, ENCODING_NAMES
-
-# keys that may change between a run and its resumption (they do not change what a step computes)
-RESUMABLE_KEYS = ("max-steps", "eval-every", "log-every", "resume", "device", "compile", "force", "eval-batches", "num-threads")
+from xlp_cli.models.encoding_registry import ENCODING_NAMES, EncodingFlags, check_encoding_options
+from xlp_cli.models.presets import ENCODER_PRESETS
+from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 
 
 @dataclasses.dataclass
-class PretrainConfig:
+class PretrainConfig(EncodingFlags):
     data: list[Path] = opt(factory=list, help="Input folders: the `xlp bpe apply` output (ids + dict.txt) and, for VLE, the `xlp vocab-score` output; upstream manifests are followed.")
     out: Path = opt(Path("out/pretrain"), "Run folder (checkpoints, metrics, manifest).")
     lang: list[str] = opt(factory=list, help="Languages, comma list (order = language index). Empty: every language with train data.")
     lang_encoding: str = opt("xlp", "How the language is given to the model.", choices=ENCODING_NAMES)
-    vle_style: str = opt("adding", "VLE: add E_V at every position (adding) or prepend it as a token (padding).", choices=("adding", "padding"))
-    vle_k: int = opt(100, "VLE: size K of each language's vocabulary Voc_l (a key of vle_vocab.json).")
-    xlp_bias: bool = opt(True, "XLP: give each language projection a bias (Algorithm 1's nn.Linear has one).")
-    preset: str = opt("xlm15", "Model size preset (tiny, small, xlm15); the fields below override it.", choices=ENCODER_PRESETS)
+    preset: str = opt("xlm15", "Model size preset (tiny, small, xlm15); the fields below override it.", choices=tuple(ENCODER_PRESETS))
     n_layers: int = opt(0, "Override the preset's number of layers (0: keep).")
     d_model: int = opt(0, "Override the preset's hidden size (0: keep).")
     n_heads: int = opt(0, "Override the preset's attention heads (0: keep).")
     d_ff: int = opt(0, "Override the preset's feed-forward size (0: keep).")
     pre_ln: bool = opt(False, "Pre-LayerNorm Transformer layers (default post-LN, as XLM).")
-    objective: str = opt("mlm", "Training objective: MLM on monolingual streams, TLM on parallel pairs, or both (alternating steps).", choices=("mlm", "tlm", "mlm+tlm"))
+    objective: str = opt("mlm", "Training objective: MLM on monolingual streams, TLM on parallel pairs, or both (alternating steps).", choices=tuple(PRETRAIN_OBJECTIVES))
     bptt: int = opt(256, "Tokens per stream window (MLM); TLM pairs are cut to bptt/2 per side.")
     batch_size: int = opt(64, "Windows (or pairs) per micro-batch per process.")
     accumulate: int = opt(4, "Micro-batches per optimizer step (gradient accumulation).")
-    max_steps: int = opt(750_000, "Optimizer steps to train for (a resumed run continues up to this).")
+    max_steps: int = opt(750_000, "Optimizer steps to train for (a resumed run continues up to this).", resumable=True)
     lr: float = opt(1e-4, "Peak learning rate.")
-    warmup: int = opt(16_000, "Linear warm-up steps, then inverse square root decay.")
+    warmup: int = opt(16_000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).")
     weight_decay: float = opt(1e-4, "Decoupled weight decay (AdamW, as fairseq's Adam).")
     adam_betas: list[float] = opt(factory=lambda: [0.9, 0.98], help="Adam beta1,beta2.")
     adam_eps: float = opt(1e-8, "Adam epsilon.")
@@ -46,24 +45,25 @@ class PretrainConfig:
     sample_alpha: float = opt(0.0, "XLM frequency smoothing of which tokens to mask: P(mask x) ~ count(x)^-alpha (0: uniform).")
     lang_alpha: float = opt(0.7, "Language sampling: p_l ~ n_l^alpha.")
     seed: int = opt(0, "Random seed (data order, masking, dropout, init).")
-    eval_every: int = opt(2000, "Validate (and checkpoint) every N steps.")
-    eval_batches: int = opt(20, "Validation micro-batches per language.")
-    log_every: int = opt(10, "Write a train line to metrics.jsonl every N steps.")
-    amp: str = opt("auto", "Mixed precision on GPU (auto: bf16 if supported, else fp16; CPU: none).", choices=("auto", "bf16", "fp16", "none"))
-    compile: bool = opt(False, "torch.compile the model.")
-    device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).")
-    num_threads: int = opt(0, "CPU threads for torch (0: torch's default).")
-    resume: bool = opt(False, "Require an existing checkpoint in --out and continue it (a rerun with the same config resumes anyway).")
-    force: bool = opt(False, "Start over in an --out written with a different config.")
+    eval_every: int = opt(2000, "Validate (and checkpoint) every N steps.", resumable=True)
+    eval_batches: int = opt(20, "Validation micro-batches per language.", resumable=True)
+    log_every: int = opt(10, "Write a train line to metrics.jsonl every N steps.", volatile=True)
+    amp: str = opt("auto", "Mixed precision on GPU (auto: bf16 if supported, else fp16; CPU: none).", choices=AMP_CHOICES)
+    compile: bool = opt(False, "torch.compile the model.", volatile=True)
+    device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).", volatile=True)
+    num_threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
+    resume: bool = opt(False, "Require an existing checkpoint in --out and continue it (a rerun with the same config resumes anyway).", volatile=True)
+    force: bool = opt(False, "Start over in an --out written with a different config.", volatile=True)
 
     def validate(self) -> None:
         def positive(name: str, v: float) -> None:
             if v <= 0:
                 raise BadInput(f"--{name} must be positive, got {v}")
 
-        for name in ("bptt", "batch_size", "accumulate", "max_steps", "eval_every", "log_every", "eval_batches", "vle_k"):
+        for name in ("bptt", "batch_size", "accumulate", "max_steps", "eval_every", "log_every", "eval_batches"):
             positive(name.replace("_", "-"), getattr(self, name))
         positive("lr", self.lr)
+        check_encoding_options(self)
         if self.warmup < 0:
             raise BadInput("--warmup must be >= 0")
         if not 0 < self.word_pred < 1:

@@ -14,16 +14,12 @@ seeded by (seed, step), so every process of a DDP run draws the same language an
 on the history. A stream's position (epoch, row group, window, carry) is a small JSON-able dict:
 `state()` / `load_state()` restore it exactly.
 
-Masking (`mask_tokens`): XLM's: `word_pred` (15%) of the non-padding tokens, chosen uniformly or, with
-`sample_alpha` > 0, with weights count(x)^-alpha (specials never chosen); of those 80% -> <special1> (MASK),
-10% kept, 10% a random word id (>= 14, never a special).
+Masking is in `masking.py`; the objectives that use these streams are in `objectives/`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +29,7 @@ import torch
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
-from xlp_cli.models.encoder import EOS_INDEX, MASK_INDEX, N_SPECIAL, PAD_INDEX
+from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 
 
 @dataclasses.dataclass
@@ -340,69 +336,4 @@ def valid_batches(ids_dir: Path, lang: str, lang_index: int, bptt: int, batch_si
             break
         t = torch.from_numpy(w)
         out.append(Batch(t, torch.full_like(t, lang_index), None, None, lang))
-    return out
-
-
-# ------------------------------------------------------------------------------------------ masking
-def mask_scores(counts: np.ndarray, sample_alpha: float) -> torch.Tensor | None:
-    """XLM's frequency-smoothed masking weights: max(count, 1)^-alpha, 0 for specials/unseen; None if alpha=0."""
-    if sample_alpha <= 0:
-        return None
-    scores = np.maximum(counts, 1).astype(np.float64) ** -sample_alpha
-    scores[counts == 0] = 0
-    scores[:N_SPECIAL] = 0
-    return torch.from_numpy(scores).float()
-
-
-def mask_tokens(ids: torch.Tensor, pad_mask: torch.Tensor | None, gen: torch.Generator, vocab_size: int,
-                word_pred: float = 0.15, probs: tuple[float, float, float] = (0.8, 0.1, 0.1),
-                scores: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(inputs with masks applied, targets (= original ids), pred_mask [B, T] bool). All on CPU."""
-    real = torch.ones_like(ids, dtype=torch.bool) if pad_mask is None else ~pad_mask
-    if scores is None:
-        pred = (torch.rand(ids.shape, generator=gen) < word_pred) & real
-    else:
-        w = scores[ids.reshape(-1)] * real.reshape(-1)
-        n_tgt = min(int(math.ceil(word_pred * int(real.sum()))), int((w > 0).sum()))
-        pred = torch.zeros(ids.numel(), dtype=torch.bool)
-        if n_tgt > 0:
-            pred[torch.multinomial(w, n_tgt, replacement=False, generator=gen)] = True
-        pred = pred.reshape(ids.shape)
-    if not bool(pred.any()):  # never an empty prediction set
-        first = real.reshape(-1).nonzero()[0, 0]
-        pred.view(-1)[first] = True
-    n = int(pred.sum())
-    kind = torch.multinomial(torch.tensor(probs, dtype=torch.float), n, replacement=True, generator=gen)
-    rand_words = torch.randint(N_SPECIAL, vocab_size, (n,), generator=gen)
-    orig = ids[pred]
-    new = torch.where(kind == 0, torch.full_like(orig, MASK_INDEX), torch.where(kind == 1, orig, rand_words))
-    inputs = ids.clone()
-    inputs[pred] = new
-    return inputs, ids, pred
-
-
-def read_vle_vocab(path: Path, langs: list[str], k: int, dict_sha256: str | None) -> list[list[int]]:
-    """The top-K ids of each language from `xlp vocab-score`'s vle_vocab.json."""
-    if not path.is_file():
-        raise BadInput("--lang-encoding vle needs vle_vocab.json from `xlp vocab-score` (pass its folder with --data)",
-                       path=path)
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-        table = obj["langs"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise BadInput(f"unreadable vle_vocab.json ({e})", path=path) from None
-    if dict_sha256 and obj.get("dictionary_sha256") and obj["dictionary_sha256"] != dict_sha256:
-        raise BadInput("vle_vocab.json was computed with a different dictionary than the id shards", path=path)
-    out = []
-    for lang in langs:
-        if lang not in table:
-            raise BadInput(f"no VLE vocabulary for language '{lang}'", path=path)
-        entry = table[lang]
-        if str(k) not in entry:
-            raise BadInput(f"no K={k} vocabulary for '{lang}' (available: {', '.join(sorted(entry, key=int))})",
-                           path=path)
-        ids = [int(i) for i in entry[str(k)]]
-        if not ids:
-            raise BadInput(f"empty K={k} vocabulary for '{lang}'", path=path)
-        out.append(ids)
     return out

@@ -20,7 +20,7 @@ class VocabConfig:
     words_only: bool = opt(False, help="Leave out tokens made only of digits, punctuation and symbols.")
     parallel: bool = opt(False, help="Also count both sides of parallel (<l1>-<l2>) folders.")
     show: int = opt(12, help="Top tokens per language shown in the terminal table.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.")
+    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
 
     def validate(self) -> None:
         if not self.data:

@@ -13,6 +13,7 @@ Vectors are the raw embedding rows by default (`--embedding encoded` applies eac
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,26 @@ import numpy as np
 
 from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
-from xlp_cli.evaluate.figures import pyplot, save_png
-from xlp_cli.evaluate.config import EvaluateConfig
+from xlp_cli.config import opt
 from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, word_vectors
-from xlp_cli.evaluate.xnli import order_langs
+from xlp_cli.evaluate.figures import pyplot, save_png
+from xlp_cli.evaluate.render import order_langs
+from xlp_cli.tasks.common import EvaluateCommon
+
+
+@dataclasses.dataclass
+class LexiconConfig(EvaluateCommon):
+    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
+    dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
+    dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
+    embedding: str = opt("raw", "lexicon: raw word embeddings (VLE 4.6) or encoded (after each language's encoding).",
+                         choices=("raw", "encoded"))
+    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.max_pairs < 0:
+            raise BadInput("--max-pairs must be >= 0")
 
 
 def read_dictionary(path: Path, max_pairs: int = 0) -> list[tuple[str, str]]:
@@ -84,7 +101,7 @@ def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: s
     return res
 
 
-def run_lexicon_eval(cfg: EvaluateConfig) -> dict[str, Any]:
+def run(cfg: LexiconConfig) -> dict[str, Any]:
     dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
     if not dict_dir.is_dir():
         raise BadInput("no dictionary folder (give --dict-dir)", path=dict_dir)
@@ -183,3 +200,8 @@ def rich_table(results: dict[str, Any]):
             row.append(f"{_f(v['mean_cos'], 3)} / {_f(v['p1'])} / {_f(v['p5'])}" if v else "-")
         t.add_row(*row)
     return t
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    ui.out.print(rich_table(summary["table"]))
+    ui.out.print(f"results: {summary['out']}/results.json")

@@ -29,7 +29,7 @@ import torch
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
-from xlp_cli.models.encoder import EOS_INDEX, PAD_INDEX
+from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids
 LABEL_IDS = {"contradiction": 0, "contradictory": 0, "neutral": 1, "entailment": 2}

@@ -17,6 +17,7 @@ Output: `analysis_<run>_<fig>.png` and `results.json` (every matrix and value).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,24 @@ import torch
 
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
-from xlp_cli.evaluate.figures import pyplot, save_png
-from xlp_cli.evaluate.config import EvaluateConfig
+from xlp_cli.config import opt
 from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, subword_ids, word_vectors
-from xlp_cli.evaluate.xnli import order_langs
+from xlp_cli.evaluate.figures import pyplot, save_png
+from xlp_cli.evaluate.render import order_langs
+from xlp_cli.tasks.common import EvaluateCommon
+
+TOPIC_WORDS = ["happy", "glad", "sad", "car", "plane", "bike", "meat", "food", "rice"]
+
+
+@dataclasses.dataclass
+class AnalysisConfig(EvaluateCommon):
+    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
+    words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
+                           help="analysis: English words for the 15x15 language similarity (XLP Fig. 4).")
+    topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
+    sentence: str = opt("the cat sat on the mat because it was tired .",
+                        help="analysis: English sentence for the word-language correlation terms (XLP Fig. 2, Eq. 3).")
+    head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.")
 
 
 def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> Path:
@@ -135,13 +150,10 @@ def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
 
 @torch.no_grad()
 def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
-    enc = run.model.lang_encoding
-    if run.encoding != "vle":
-        return {"skipped": f"{run.encoding} is not vle"}
-    import torch.nn.functional as F
-
-    e_voc = F.embedding_bag(enc.voc_ids, run.model.embed.weight, enc.voc_offsets, mode="mean")
-    gate = torch.sigmoid(torch.einsum("lij,lj->li", enc.W, e_voc)).numpy()   # [L, d]
+    gates = getattr(run.model.lang_encoding, "feature_gates", None)
+    if gates is None:
+        return {"skipped": f"{run.encoding} has no feature gates (VLE Fig. 2 applies to vle)"}
+    gate = gates(run.model.embed).numpy()   # [L, d]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5), dpi=110)
     ax.hist(gate.ravel(), bins=20, range=(0, 1))
@@ -157,7 +169,7 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
             "per_language_mean": {l: float(g.mean()) for l, g in zip(run.langs, gate)}, "png": path.name}
 
 
-def run_analysis(cfg: EvaluateConfig) -> dict[str, Any]:
+def run(cfg: AnalysisConfig) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     names = cfg.name or []

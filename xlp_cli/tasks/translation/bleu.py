@@ -17,6 +17,7 @@ Outputs: report.md, report.html, bleu.png (bars with ± std), valid_nll.png (XLP
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
@@ -28,6 +29,7 @@ from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.evaluate import figures
 from xlp_cli.evaluate.figures import pyplot, save_png
+from xlp_cli.evaluate.render import html_page, markdown_table
 
 
 def _stat(vals: list[float]) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
         for d in m.get("directions", []):
             if d not in r["directions"]:
                 r["directions"].append(d)
-        lowercased = str(cfg.get("lowercase", "none")) != "none"
+        lowercased = _lowercases(folder)
         for run in (m.get("outputs") or {}).get("runs", []):
             rdir = folder / run
             res_path = rdir / "results.json"
@@ -108,6 +110,18 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
         if not r["seeds"]:
             raise BadInput(f"no {split} predictions in any seed of this run (did `xlp finetune` finish?)", path=folder)
     return runs
+
+
+def _lowercases(folder: Path) -> bool:
+    """Whether the run's text pipeline lowercased (its tokenizer/ copy says; results.json may say too)."""
+    from xlp_cli.bpe.encoder import saved_tokenizer
+    from xlp_cli.text.pipeline import TextPipeline
+
+    try:
+        meta, _ = saved_tokenizer(folder)
+    except BadInput:
+        return False
+    return TextPipeline.from_config(meta.get("pipeline") or {}).lowercase != "none"
 
 
 def read_valid_curve(path: Path) -> list[tuple[int, float]]:
@@ -170,9 +184,7 @@ def plot_curves(curves: dict[str, list[tuple[int, float]]], path: Path) -> Path 
                                title="Translation validation loss (XLP Fig. 3b)")
 
 
-def run_translation_eval(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.evaluate.report import markdown_table, png_data_uri
-
+def run(cfg: Any) -> dict[str, Any]:
     split = "valid" if cfg.split == "dev" else cfg.split
     tokenize = getattr(cfg, "bleu_tokenize", "13a")
     runs = collect(cfg.data, cfg.name, split, tokenize)
@@ -225,39 +237,21 @@ def run_translation_eval(cfg: Any) -> dict[str, Any]:
     for caption, p in pngs:
         md += [f"## {caption}", "", f"![{caption}]({p.name})", ""]
     artifacts.write_text_atomic(out / "report.md", "\n".join(md))
-    import html as _html
-
-    esc = _html.escape
-    tables = "".join(f"<h2>{esc(t)}</h2><table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in hd)
-                     + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rw)
-                     + "</tbody></table>" for t, hd, rw in html_parts)
-    figs = "".join(f"<h2>{esc(c)}</h2><img alt='{esc(c)}' src='{png_data_uri(p)}'>" for c, p in pngs)
-    sig_html = "".join(f"<li><code>{esc(s)}</code></li>" for s in sigs + tsigs)
-    artifacts.write_text_atomic(out / "report.html", f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}img{{max-width:100%}}</style></head>
-<body><h1>{esc(title)}</h1><p>Split: {esc(split)}. Mean ± std over seeds.</p>{tables}
-<h2>Signatures</h2><ul>{sig_html}</ul>{figs}</body></html>
-""")
+    esc = html.escape
+    page = html_page(title, f"Split: {split}. Mean ± std over seeds.", html_parts,
+                     [("Signatures", [f"<code>{esc(s)}</code>" for s in sigs + tsigs])], pngs)
+    artifacts.write_text_atomic(out / "report.html", page)
     for name, r in runs.items():
         results["runs"].setdefault(name, {})["folders"] = r["folders"]
         results["runs"][name]["per_seed"] = r["seeds"]
     results["signatures"] = sigs + tsigs
     results["plots"] = [p.name for _, p in pngs]
     artifacts.write_json_atomic(out / "results.json", results)
-    config = cfgmod.to_dict(cfg)
-    manifest = artifacts.new_manifest("evaluate", config, upstream=[
-        {"path": str(d), "stage": "finetune", "config_hash": (artifacts.try_read_manifest(d) or {}).get("config_hash")}
-        for d in cfg.data])
-    manifest["outputs"] = {"report_md": "report.md", "report_html": "report.html", "results": "results.json",
-                           "plots": results["plots"]}
-    artifacts.write_manifest(out, manifest)
     summary_table = {name: {d: round(st["bleu"][d]["mean"], 2) for d in supervised + ["Avg"] if d in st["bleu"]}
                      for name, st in results["runs"].items() if "bleu" in st}
     return {"task": "translation", "out": str(out), "title": title, "split": split, "bleu": summary_table,
-            "zero_shot": zero, "report_md": str(out / "report.md"), "results": str(out / "results.json"),
+            "zero_shot": zero, "report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
+            "results": str(out / "results.json"), "plots": [str(p) for _, p in pngs],
             "signature": sigs[0] if sigs else ""}
 
 

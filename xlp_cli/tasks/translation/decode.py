@@ -21,11 +21,11 @@ import torch
 
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
-from xlp_cli.finetune.mt_codec import TextCodec
-from xlp_cli.finetune.mt_data import collate
-from xlp_cli.finetune.translate_config import TranslateConfig
+from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.models.search import beam_search, greedy
 from xlp_cli.models.seq2seq import Seq2Seq, targets
+from xlp_cli.tasks.translation.config import TranslateConfig
+from xlp_cli.tasks.translation.data import collate
 
 
 def resolve_run(model: Path, seed: int) -> tuple[Path, Path]:
@@ -101,21 +101,22 @@ def translate_ids(model: Seq2Seq, sources: list[list[int]], src_lang: int, tgt_l
 
 
 def run(cfg: TranslateConfig) -> dict[str, Any]:
-    from xlp_cli.finetune.translation import _device, load_translation_model
+    from xlp_cli.tasks.translation.finetune import load_translation_model
+    from xlp_cli.train.runtime import pick_device
 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     root, seed_dir = resolve_run(cfg.model, cfg.seed)
-    codec = TextCodec.load(root)
-    device = _device(cfg.device)
+    codec = TextEncoder.load(root)
+    device = pick_device(cfg.device)
     model = load_translation_model(seed_dir, cfg.which, device)
-    langs = model.cfg.langs
+    langs = model.config.langs
     for flag, lang in (("--src-lang", cfg.src_lang), ("--tgt-lang", cfg.tgt_lang)):
         if lang not in langs:
             raise BadInput(f"{flag} {lang!r}: the model knows {', '.join(langs)}", path=seed_dir)
     lines = read_lines(cfg.inputs)
     t0 = time.time()
-    ids = codec.encode([t for _, _, t in lines], cfg.src_lang)
+    ids = codec.encode_batch([t for _, _, t in lines], cfg.src_lang)
     limit = model.max_source_len() - 1
     truncated = 0
     for k, ((name, lineno, _), seq) in enumerate(zip(lines, ids)):

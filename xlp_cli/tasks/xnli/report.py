@@ -8,7 +8,6 @@ validation-loss curves of the compared runs (XLP paper, Figure 3a), read from ea
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import math
@@ -19,7 +18,8 @@ from rich.table import Table
 
 from xlp_cli import artifacts
 from xlp_cli.evaluate.figures import plot_curves, pyplot, save_png
-from xlp_cli.evaluate.xnli import fmt_cell
+from xlp_cli.evaluate.render import html_page, markdown_table
+from xlp_cli.tasks.xnli.scores import fmt_cell
 
 
 # ---------------------------------------------------------------- pre-training curves
@@ -118,12 +118,6 @@ def rich_table(scores: dict[str, Any], title: str) -> Table:
     return t
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 NOTE = ("Accuracy (%) per language in the XLP paper's Table 1 order, then the average and the cross-lingual "
         "transfer gap (Table 3: English minus the average of the other languages; lower is better). "
         "Cells are mean ± std over seeds. ▲/▼ marks a difference to the baseline only when it exceeds the "
@@ -158,32 +152,12 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
         md += [extra_md, ""]
     artifacts.write_text_atomic(out / "report.md", "\n".join(md))
 
-    html_doc = render_html(title, f"XNLI {split} split. " + NOTE, header, rows, pngs, scores)
+    esc = html.escape
+    runs = [f"<b>{esc(n)}</b>: {r['n_seeds']} seed(s); " + ", ".join(f"<code>{esc(f)}</code>" for f in r["folders"])
+            for n, r in scores["runs"].items()]
+    html_doc = html_page(title, f"XNLI {split} split. " + NOTE, [("", header, rows)], [("Runs", runs)], pngs)
     artifacts.write_text_atomic(out / "report.html", html_doc)
     results = {"task": "xnli", "split": split, **scores, "plots": [p.name for _, p in pngs]}
     artifacts.write_json_atomic(out / "results.json", results)
     return {"report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
             "results": str(out / "results.json"), "plots": [str(p) for _, p in pngs]}
-
-
-def png_data_uri(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
-
-
-def render_html(title: str, note: str, header: list[str], rows: list[list[str]],
-                pngs: list[tuple[str, Path]], scores: dict[str, Any]) -> str:
-    esc = html.escape
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-    figs = "".join(f"<h2>{esc(c)}</h2><img alt='{esc(c)}' src='{png_data_uri(p)}'>" for c, p in pngs)
-    runs = "".join(f"<li><b>{esc(n)}</b>: {r['n_seeds']} seed(s); " + ", ".join(f"<code>{esc(f)}</code>" for f in r["folders"]) + "</li>"
-                   for n, r in scores["runs"].items())
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 7px;text-align:right}}
-td:first-child,th:first-child{{text-align:left}}img{{max-width:100%}}</style></head>
-<body><h1>{esc(title)}</h1><p>{esc(note)}</p>
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
-<h2>Runs</h2><ul>{runs}</ul>{figs}</body></html>
-"""

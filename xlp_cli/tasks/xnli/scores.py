@@ -20,18 +20,11 @@ from typing import Any
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
+from xlp_cli.evaluate.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
 
-# the XLP paper's Table 1 order (resource magnitude)
-XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids 0, 1, 2
 
 _PRED_RE = re.compile(r"^(?P<split>[a-z]+)\.(?P<lang>[A-Za-z_-]+)\.jsonl$")
-
-
-def order_langs(langs: set[str] | list[str]) -> list[str]:
-    """Table 1 order first, then any other language alphabetically."""
-    langs = set(langs)
-    return [l for l in XNLI_LANGS if l in langs] + sorted(langs - set(XNLI_LANGS))
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -201,3 +194,25 @@ def fmt_cell(stat: dict[str, Any], mark: dict[str, Any] | None = None, *, lower_
         better = (mark["diff"] < 0) if lower_is_better else (mark["diff"] > 0)
         text += " ▲" if better else " ▼"
     return text
+
+
+# ---------------------------------------------------------------- `xlp evaluate --task xnli`
+def run(cfg: Any) -> dict[str, Any]:
+    from xlp_cli import config as cfgmod
+    from xlp_cli.tasks.xnli import report
+
+    runs = collect(cfg.data, cfg.name, cfg.split)
+    scores = score(runs, cfgmod.parse_langs(cfg.lang), cfg.baseline)
+    title = cfg.title or "XNLI comparison: " + " vs ".join(scores["runs"])
+    paths = report.write_report(cfg.out, scores, title=title, split=cfg.split)
+    return {"task": "xnli", "out": str(cfg.out), "title": title, "scores": scores, **paths}
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The terminal view: the comparison table, its note and where the report is."""
+    from xlp_cli import ui
+    from xlp_cli.tasks.xnli.report import NOTE, rich_table
+
+    ui.out.print(rich_table(summary["scores"], summary.get("title", "XNLI")))
+    ui.out.print(NOTE, style="dim", soft_wrap=True)
+    ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")

@@ -17,41 +17,22 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from xlp_cli import artifacts, config as cfgmod, ui
-from xlp_cli.errors import BadInput, WorkFailed
-from xlp_cli.finetune import xnli_data as xd
-from xlp_cli.finetune.classifier import (Classifier, freeze_projections, load_checkpoint, read_done, read_meta,
-                                         save_checkpoint, write_done)
-from xlp_cli.finetune.config import XNLI_DEFAULT_BATCH_SIZE, XNLI_DEFAULT_LR, FinetuneConfig
-from xlp_cli.models.checkpoint import load_pretrained
-
-XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
-# keys that do not change the result: left out of the config hash so a rerun with them changed resumes
-VOLATILE_KEYS = ("force", "threads", "device", "log-every", "eval-batch-size", "save-every")
-
-
-def hashed_config(cfg: FinetuneConfig) -> dict[str, Any]:
-    c = cfgmod.to_dict(cfg)
-    for k in VOLATILE_KEYS:
-        c.pop(k, None)
-    c["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    return c
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise BadInput("--device cuda but no CUDA device is available")
-        return torch.device("cuda")
-    return torch.device("cpu")
+from xlp_cli.errors import BadInput
+from xlp_cli.models import checkpoint as ckpt
+from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
+from xlp_cli.tasks.xnli import data as xd
+from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
+from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
+from xlp_cli.evaluate.render import XNLI_LANGS
+from xlp_cli.train import engine
+from xlp_cli.train.runtime import Runtime
 
 
 def _fmt(v: float) -> str:
@@ -66,10 +47,11 @@ class Pretrained:
         self.run = Path(run)
         self.manifest = artifacts.read_manifest(self.run, stage="pretrain")
         self.which = which
-        model = load_pretrained(self.run, which)
+        model = ckpt.load_pretrained(self.run, which)
         self.config = model.config
         self.langs: list[str] = list(model.config.langs)
         self.prefix_len = int(model.prefix_len)
+        self.frozen_when_finetuning = model.lang_encoding.spec.frozen_when_finetuning
         self.text_encoder = self._text_encoder()
         self._check_vocabulary()
 
@@ -99,9 +81,9 @@ class Pretrained:
             if artifacts.sha256_file(run_dict) != artifacts.sha256_file(te_dict):
                 raise BadInput(f"the run's dict.txt differs from the dictionary of its id shards ({te_dict})", path=run_dict)
 
-    def new_classifier(self, dropout: float, device: torch.device) -> Classifier:
-        encoder = load_pretrained(self.run, self.which)
-        return Classifier(encoder, dropout=dropout).to(device)
+    def new_classifier(self, dropout: float, device: torch.device) -> SequenceClassifier:
+        encoder = ckpt.load_pretrained(self.run, self.which)
+        return SequenceClassifier(encoder, dropout=dropout).to(device)
 
     def lang_index(self, lang: str) -> int:
         if lang not in self.langs:
@@ -110,141 +92,41 @@ class Pretrained:
         return self.langs.index(lang)
 
 
-# ---------------------------------------------------------------- evaluation
-class LangIds:
-    """Language indices of a set of examples: the hypothesis (= example) language, the premise language and
-    where the hypothesis starts, so mixed-language pairs get a [B, T] language tensor."""
-
-    def __init__(self, encs: list[xd.Encoded], pre: "Pretrained"):
-        self.hyp = np.concatenate([np.full(len(e), pre.lang_index(e.lang), np.int64) for e in encs])
-        self.prem = np.concatenate([np.asarray([pre.lang_index(p or e.lang) for p in e.premise_langs], np.int64)
-                                    if e.premise_langs else np.full(len(e), pre.lang_index(e.lang), np.int64)
-                                    for e in encs])
-        self.start = np.concatenate([e.hyp_start if e.hyp_start is not None else np.zeros(len(e), np.int64) for e in encs])
-        self.mixed = bool((self.hyp != self.prem).any())
-
-    def batch(self, rows: np.ndarray, t: int) -> torch.Tensor:
-        if not self.mixed:
-            return torch.from_numpy(self.hyp[rows])
-        return xd.lang_tensor(t, self.hyp[rows], self.prem[rows], self.start[rows])
-
-
-@torch.no_grad()
-def predict(model: Classifier, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> np.ndarray:
-    """Predicted label id per example (in the order of `enc`)."""
-    model.eval()
-    out = np.zeros(len(enc), dtype=np.int64)
-    for rows, ids, mask in xd.eval_batches(enc, batch_size):
-        lang = langs.batch(rows, ids.shape[1])
-        logits = model(ids.to(device), lang.to(device), mask.to(device))
-        out[rows] = logits.argmax(-1).cpu().numpy()
-    return out
-
-
-def accuracy(model: Classifier, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> float:
-    if len(enc) == 0:
-        return math.nan
-    pred = predict(model, enc, langs, device, batch_size)
-    return float(100.0 * (pred == enc.labels).mean())
-
-
 # ---------------------------------------------------------------- one training run
-def lr_factor(step: int, warmup: int) -> float:
-    """Linear warm-up to the peak, then inverse square root (Table 6)."""
-    s = step + 1
-    if warmup <= 0:
-        return 1.0
-    return min(s / warmup, math.sqrt(warmup / s))
+def read_done(folder: Path) -> dict[str, Any] | None:
+    path = Path(folder) / "done.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
 
 
 def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: dict[str, xd.Encoded],
-              lr: float, bs: int, seed: int, cfg: FinetuneConfig, device: torch.device) -> dict[str, Any]:
-    """Fine-tune one grid point; returns done.json's content (best selection accuracy and step)."""
+              lr: float, bs: int, seed: int, cfg: XnliConfig, rt: Runtime) -> dict[str, Any]:
+    """Fine-tune one grid point on the engine (resuming its `last` checkpoint); returns done.json's content."""
     done = read_done(run_dir)
     if done is not None:
         return done
     torch.manual_seed(seed)
-    model = pre.new_classifier(cfg.dropout, device)
-    frozen = [] if cfg.unfreeze_projections else freeze_projections(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=cfg.weight_decay)
-
-    seqs = [x for enc in train for x in enc.ids]
-    n = len(seqs)
-    if n == 0:
+    model = pre.new_classifier(cfg.dropout, rt.device)
+    frozen = [] if cfg.unfreeze_projections else freeze_language_parameters(model, model.encoder)
+    objective = Classify(train, select, pre.lang_index, bs, seed, cfg.epoch_size, cfg.eval_batch_size, rt)
+    if not objective.seqs:
         raise BadInput("no training examples")
-    labels = np.concatenate([enc.labels for enc in train])
-    train_langs = LangIds(train, pre)
-    select_langs = {lang: LangIds([enc], pre) for lang, enc in select.items()}
-    per_epoch = min(n, cfg.epoch_size) if cfg.epoch_size else n
-    steps_per_epoch = math.ceil(per_epoch / bs)
-    total = cfg.epochs * steps_per_epoch
+    total = cfg.epochs * objective.steps_per_epoch
     if cfg.max_steps:
         total = min(total, cfg.max_steps) if cfg.epochs else cfg.max_steps
-    step, best = 0, {"score": -1.0, "step": 0, "dev": {}}
-    last = run_dir / "checkpoints" / "last"
-    if read_meta(last) is not None:
-        meta = load_checkpoint(last, model, opt, device)
-        step, best = int(meta["step"]), meta["best"]
-        ui.info(f"  resuming {run_dir.name} at step {step}/{total}")
-        artifacts.truncate_jsonl(run_dir / "metrics.jsonl", step)
-    metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
-
-    def evaluate_now() -> float:
-        nonlocal best
-        dev = {lang: accuracy(model, enc, select_langs[lang], device, cfg.eval_batch_size) for lang, enc in select.items()}
-        score = float(np.nanmean(list(dev.values())))
-        metrics.write(json.dumps({"event": "valid", "step": step, "score": score, "dev": dev}) + "\n")
-        metrics.flush()
-        if score > best["score"]:
-            best = {"score": score, "step": step, "dev": dev}
-            save_checkpoint(run_dir / "checkpoints" / "best", model, None, {"step": step, "best": best})
-        model.train()
-        return score
-
-    model.train()
-    t0, losses = time.time(), []
-    perm_epoch, perm = -1, np.zeros(0, np.int64)
-    try:
-        while step < total:
-            epoch, pos = divmod(step, steps_per_epoch)
-            if epoch != perm_epoch:  # each epoch's order depends only on (seed, epoch): resumable anywhere
-                g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-                perm, perm_epoch = torch.randperm(n, generator=g).numpy()[:per_epoch], epoch
-            rows = perm[pos * bs: (pos + 1) * bs]
-            ids, mask = xd.collate([seqs[r] for r in rows])
-            langs = train_langs.batch(rows, ids.shape[1])
-            y = torch.from_numpy(labels[rows])
-            for group in opt.param_groups:
-                group["lr"] = lr * lr_factor(step, cfg.warmup)
-            logits = model(ids.to(device), langs.to(device), mask.to(device))
-            loss = F.cross_entropy(logits, y.to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
-            opt.step()
-            step += 1
-            losses.append(loss.item())
-            if not math.isfinite(losses[-1]):
-                raise WorkFailed(f"loss is {losses[-1]} at step {step}; lower --lr", path=run_dir)
-            if step % cfg.log_every == 0:
-                metrics.write(json.dumps({"event": "train", "step": step, "loss": sum(losses) / len(losses),
-                                          "lr": opt.param_groups[0]["lr"], "elapsed": round(time.time() - t0, 2)}) + "\n")
-                metrics.flush()
-                losses = []
-            if step % steps_per_epoch == 0 or step == total:
-                score = evaluate_now()
-                save_checkpoint(last, model, opt, {"step": step, "best": best})
-                ui.info(f"  {run_dir.parent.name}/{run_dir.name} step {step}/{total}: selection accuracy "
-                        f"{score:.1f} (best {best['score']:.1f} at step {best['step']})")
-            elif cfg.save_every and step % cfg.save_every == 0:
-                save_checkpoint(last, model, opt, {"step": step, "best": best})
-    finally:
-        metrics.close()
-    info = {"lr": lr, "batch_size": bs, "seed": seed, "best_score": best["score"], "best_step": best["step"],
-            "best_dev": best["dev"], "steps": step, "frozen": frozen, "train_examples": n}
-    write_done(run_dir, info)
+    settings = engine.Settings(max_steps=total, lr=lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay,
+                               betas=(0.9, 0.999), eps=1e-8, clip_norm=cfg.clip_norm, seed=seed,
+                               eval_every=objective.steps_per_epoch, save_every=cfg.save_every,
+                               log_every=cfg.log_every, label=f"{run_dir.parent.name}/{run_dir.name}")
+    res = engine.fit(objective, model, settings, run_dir, rt)
+    info = {"lr": lr, "batch_size": bs, "seed": seed, "best_score": res["best_score"], "best_step": res["best_step"],
+            "best_dev": (res["best_metrics"] or {}).get("dev", {}), "steps": res["steps"], "frozen": frozen,
+            "train_examples": len(objective.seqs)}
+    artifacts.write_json_atomic(run_dir / "done.json", info)
     return info
 
 
@@ -253,14 +135,12 @@ def _resolve(path: Path | None, default: str) -> Path:
     return Path(path) if path is not None else artifacts.data_dir() / default
 
 
-def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
-    if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
+def run(cfg: XnliConfig) -> dict[str, Any]:
+    rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     run = Path(cfg.data[0])
     pre = Pretrained(run, cfg.which)
-    lrs = cfg.lr or XNLI_DEFAULT_LR
-    bss = cfg.batch_size or XNLI_DEFAULT_BATCH_SIZE
+    lrs = cfg.lr or DEFAULT_LR
+    bss = cfg.batch_size or DEFAULT_BATCH_SIZE
     dev_file = _resolve(cfg.dev_file, "xnli/xnli.dev.tsv")
     test_file = _resolve(cfg.test_file, "xnli/xnli.test.tsv")
     train_file = _resolve(cfg.train_file, "mnli_en/mnli_train.tsv")
@@ -276,7 +156,8 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
     if cfg.setting == "transfer":
         pre.lang_index(cfg.train_lang)
 
-    config = hashed_config(cfg)
+    config = cfgmod.identity(cfg)
+    config["data"] = [str(Path(d).resolve()) for d in cfg.data]
     cfg.out.mkdir(parents=True, exist_ok=True)
     previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force)
     if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
@@ -357,7 +238,7 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
                 for seed in cfg.seeds:
                     run_dir = cfg.out / "runs" / g["name"] / f"lr{_fmt(lr)}-bs{bs}-seed{seed}"
                     run_dir.mkdir(parents=True, exist_ok=True)
-                    per_seed.append(train_one(run_dir, pre, g["train"], g["select"], lr, bs, seed, cfg, device))
+                    per_seed.append(train_one(run_dir, pre, g["train"], g["select"], lr, bs, seed, cfg, rt))
                 mean = float(np.mean([d["best_score"] for d in per_seed]))
                 grid.append({"lr": lr, "batch_size": bs, "mean_selection_accuracy": mean, "seeds": per_seed})
         chosen = max(grid, key=lambda e: e["mean_selection_accuracy"])
@@ -366,14 +247,13 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
         # predictions of the selected point's best checkpoint, per seed
         for seed in cfg.seeds:
             run_dir = cfg.out / "runs" / g["name"] / f"lr{_fmt(chosen['lr'])}-bs{chosen['batch_size']}-seed{seed}"
-            model = pre.new_classifier(0.0, device)
-            load_checkpoint(run_dir / "checkpoints" / "best", model, None, device)
+            model = ckpt.load_model(run_dir / "checkpoints" / "best", rt.device)
             for lang, splits in g["predict"].items():
                 for split, e in splits.items():
                     if e is None:
                         continue
                     write_predictions(cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl",
-                                      model, e, LangIds([e], pre), device, cfg.eval_batch_size)
+                                      model, e, LangIds([e], pre.lang_index), rt.device, cfg.eval_batch_size)
 
     summary = summarize(cfg, pre, langs, results, skipped_rows)
     artifacts.write_json_atomic(cfg.out / "results.json", summary)
@@ -389,14 +269,14 @@ def run_xnli(cfg: FinetuneConfig) -> dict[str, Any]:
     return summary
 
 
-def write_predictions(path: Path, model: Classifier, enc: xd.Encoded, langs: LangIds, device: torch.device, bs: int) -> None:
+def write_predictions(path: Path, model: SequenceClassifier, enc: xd.Encoded, langs: LangIds, device: torch.device, bs: int) -> None:
     pred = predict(model, enc, langs, device, bs)
     lines = [json.dumps({"id": i, "lang": enc.lang, "gold": xd.LABELS[int(g)], "pred": xd.LABELS[int(p)]}, ensure_ascii=False)
              for i, g, p in zip(enc.example_ids, enc.labels, pred)]
     artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
 
 
-def summarize(cfg: FinetuneConfig, pre: Pretrained, langs: list[str], results: dict[str, Any], skipped: int) -> dict[str, Any]:
+def summarize(cfg: XnliConfig, pre: Pretrained, langs: list[str], results: dict[str, Any], skipped: int) -> dict[str, Any]:
     """Accuracy per seed, split and language, recomputed from the prediction files just written."""
     acc: dict[str, dict[str, dict[str, float]]] = {}
     for seed in cfg.seeds:
@@ -412,7 +292,7 @@ def summarize(cfg: FinetuneConfig, pre: Pretrained, langs: list[str], results: d
         "task": "xnli", "setting": cfg.setting, "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run),
         "langs": langs, "seeds": cfg.seeds, "accuracy": acc, "test_mean": test_mean,
         "test_avg": float(np.mean(list(test_mean.values()))) if test_mean else math.nan,
-        "frozen_projections": pre.config.lang_encoding == "xlp" and not cfg.unfreeze_projections,
+        "frozen_projections": pre.frozen_when_finetuning and not cfg.unfreeze_projections,
         "skipped_unlabelled_rows": skipped, "out": str(cfg.out), **results,
     }
 

@@ -1,0 +1,119 @@
+"""The registry of language encodings: names, options and capabilities, without importing torch.
+
+Each encoding is one `nn.Module` class in `models/encodings.py` plus one line in `ENCODINGS` below. The line
+says where the class is (imported only when a model is built), which flags the encoding takes (a small options
+dataclass whose fields become `--flags` of every stage that builds a model), and what it can do. Stages, the CLI
+choices, fine-tuning and the analysis read these capabilities; nothing outside `encodings.py` and this module
+compares an encoding's name.
+
+Capabilities
+    vocab_k_option          the model is built from the `xlp vocab-score` artifact: the stage passes the top-K ids
+                            of each language, K being the value of this option (None: no vocab-score needed)
+    marks_target            can tell a decoder which language to produce (translation offers only these)
+    frozen_when_finetuning  its language parameters are frozen by default when fine-tuning a classifier
+    prefix_slots(options)   positions it prepends to a sequence (0 or 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+
+
+@dataclasses.dataclass
+class XlpOptions:
+    xlp_bias: bool = opt(True, "XLP: give each language projection a bias (Algorithm 1's nn.Linear has one).")
+
+
+@dataclasses.dataclass
+class VleOptions:
+    vle_style: str = opt("adding", "VLE: add E_V at every position (adding) or prepend it as a token (padding).",
+                         choices=("adding", "padding"))
+    vle_k: int = opt(100, "VLE: size K of each language's vocabulary Voc_l (a key of vle_vocab.json).")
+
+    def check(self) -> None:
+        if self.vle_k <= 0:
+            raise BadInput(f"--vle-k must be positive, got {self.vle_k}")
+
+
+def _no_slot(options: dict[str, Any]) -> int:
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodingSpec:
+    cls: str                                   # "module:Class" of the nn.Module
+    doc: str                                   # one line for --help and docs
+    options: type | None = None                # dataclass of this encoding's flags
+    vocab_k_option: str | None = None
+    marks_target: bool = True
+    frozen_when_finetuning: bool = False
+    prefix_slots: Callable[[dict[str, Any]], int] = _no_slot
+    state_keys: tuple[str, ...] = ()           # model-config entries the module fills in (shapes), not flags
+
+    @property
+    def needs_vocab_scores(self) -> bool:
+        return self.vocab_k_option is not None
+
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self.options)) if self.options else ()
+
+    def options_from(self, values: Any) -> dict[str, Any]:
+        """This encoding's options from a config object or dict (missing ones take their defaults)."""
+        if self.options is None:
+            return {}
+        out = {}
+        for f in dataclasses.fields(self.options):
+            v = values.get(f.name, dataclasses.MISSING) if isinstance(values, dict) else getattr(values, f.name, dataclasses.MISSING)
+            out[f.name] = f.default if v is dataclasses.MISSING else v
+        return out
+
+
+ENCODINGS: dict[str, EncodingSpec] = {
+    "none": EncodingSpec("xlp_cli.models.encodings:NoEncoding", "no language signal"),
+    "additive": EncodingSpec("xlp_cli.models.encodings:AdditiveEncoding", "XLM: a learned language embedding added at every position"),
+    "attaching": EncodingSpec("xlp_cli.models.encodings:AttachingEncoding", "a learned language vector prepended as a token",
+                              prefix_slots=lambda o: 1),
+    "xlp": EncodingSpec("xlp_cli.models.encodings:XlpEncoding", "XLP: a per-language projection of the word embeddings",
+                        options=XlpOptions, frozen_when_finetuning=True),
+    "vle": EncodingSpec("xlp_cli.models.encodings:VleEncoding", "VLE: a language vector from the top-K vocabulary",
+                        options=VleOptions, vocab_k_option="vle_k", marks_target=False,
+                        prefix_slots=lambda o: 1 if o.get("vle_style") == "padding" else 0, state_keys=("vle_sizes",)),
+}
+ENCODING_NAMES: tuple[str, ...] = tuple(ENCODINGS)
+TARGET_ENCODINGS: tuple[str, ...] = tuple(n for n, s in ENCODINGS.items() if s.marks_target)
+
+
+def spec(name: str) -> EncodingSpec:
+    try:
+        return ENCODINGS[name]
+    except KeyError:
+        raise BadInput(f"unknown language encoding {name!r} (choose from {', '.join(ENCODINGS)})") from None
+
+
+def check_encoding_options(cfg: Any) -> None:
+    """Run each registered encoding's `check()` on the option values of a stage config (BadInput if wrong)."""
+    for s in ENCODINGS.values():
+        if s.options is not None and hasattr(s.options, "check"):
+            s.options(**s.options_from(cfg)).check()
+
+
+def _all_option_fields() -> list[tuple[str, Any, dataclasses.Field]]:
+    seen: dict[str, tuple[str, Any, dataclasses.Field]] = {}
+    for s in ENCODINGS.values():
+        if s.options is None:
+            continue
+        hints = {f.name: f.type for f in dataclasses.fields(s.options)}
+        for f in dataclasses.fields(s.options):
+            seen.setdefault(f.name, (f.name, hints[f.name], dataclasses.field(default=f.default, metadata=f.metadata)))
+    return list(seen.values())
+
+
+# Every encoding's flags in one mixin: a stage config that builds models inherits it, so a new encoding's options
+# become flags (and TOML/recipe keys) of `xlp pretrain` and `xlp finetune --task translation` by themselves.
+EncodingFlags = dataclasses.make_dataclass("EncodingFlags", _all_option_fields())
+EncodingFlags.__module__ = __name__
+EncodingFlags.__doc__ = "The options of every registered language encoding (flags of the stages that build models)."

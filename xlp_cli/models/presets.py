@@ -1,0 +1,27 @@
+"""Model size presets, without importing torch (the CLI's --preset choices read these names).
+
+Encoder (`xlp pretrain --preset`): tiny fits the test suite, small a CPU experiment, xlm15 is the XLM15 /
+XLP Table 6 model. Encoder-decoder (`xlp finetune --task translation --preset`): iwslt is XLP Table 7.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ENCODER_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(n_layers=2, d_model=32, n_heads=2, d_ff=64, n_positions=272),
+    "small": dict(n_layers=4, d_model=256, n_heads=4, d_ff=1024, n_positions=520),
+    "xlm15": dict(n_layers=12, d_model=1024, n_heads=8, d_ff=4096, n_positions=520),
+}
+
+SEQ2SEQ_PRESETS: dict[str, dict[str, Any]] = {
+    # Table 7 of the XLP paper (IWSLT): 6+6 layers, d=512, FFN 1024, 4 heads, dropout 0.3.
+    "iwslt": dict(d_model=512, enc_layers=6, dec_layers=6, heads=4, ffn=1024, dropout=0.3),
+    # a CPU-sized model for the demo recipe (minutes, not days)
+    "small": dict(d_model=256, enc_layers=3, dec_layers=3, heads=4, ffn=512, dropout=0.1),
+    # unit tests
+    "tiny": dict(d_model=64, enc_layers=2, dec_layers=2, heads=4, ffn=128, dropout=0.0),
+}
+
+# the interlingua's loss terms (models/interlingua.py): s2t/t2s translation, s2s/t2t reconstruction, sim
+INTERLINGUA_LOSS_TERMS = ("s2t", "t2s", "s2s", "t2t", "sim")

@@ -1,0 +1,79 @@
+"""The one table of xlp's stages: the CLI commands (`cli.py`) and the recipe stages (`recipes.py`) both read it.
+
+Each entry: the command path, the config (a dataclass, or a `TaskDispatch` whose class depends on --task), the run
+function, the `stage` its manifest records (None: it writes no stage folder), its help line, an optional summary
+printer, and whether a recipe may contain it. References are "module:attr" strings, imported only when used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    command: tuple[str, ...]
+    config: str
+    run: str
+    manifest: str | None
+    help: str
+    summary: str | None = None
+    in_recipes: bool = True
+
+
+STAGES: dict[str, Stage] = {
+    "prepare": Stage(("prepare",), "xlp_cli.prepare.config:PrepareConfig", "xlp_cli.prepare.run:run", "prepare",
+                     "Extract, clean, normalize, tokenize and split raw text into Parquet shards.",
+                     "xlp_cli.prepare.run:print_summary"),
+    "text": Stage(("text",), "xlp_cli.text.config:TextConfig", "xlp_cli.text.filter:run", None,
+                  "Clean, normalize, tokenize and lowercase text lines (stdin or INPUT) into OUTPUT: a drop-in for "
+                  "XLM's tokenize.sh.", "xlp_cli.text.filter:print_summary", in_recipes=False),
+    "bpe": Stage(("bpe", "learn"), "xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "bpe-learn",
+                 "Learn BPE merge codes (fastBPE format) or a SentencePiece model from a prepared train split."),
+    "bpe-apply": Stage(("bpe", "apply"), "xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply", "bpe-apply",
+                       "Apply codes to prepared shards: subword text and XLM-layout token ids."),
+    "vocab-score": Stage(("vocab-score",), "xlp_cli.vocab.config:VocabConfig", "xlp_cli.vocab.run:run", "vocab-score",
+                         "Per-language token counts, monolinguality m(x) and top-K vocabularies (VLE).",
+                         "xlp_cli.vocab.run:print_summary"),
+    "pretrain": Stage(("pretrain",), "xlp_cli.train.config:PretrainConfig", "xlp_cli.train.pretrain:run", "pretrain",
+                      "Pre-train a Transformer encoder with MLM/TLM and a chosen language encoding."),
+    "finetune": Stage(("finetune",), "xlp_cli.tasks.common:FINETUNE", "xlp_cli.finetune.run:run", "finetune",
+                      "Fine-tune a pre-trained model on a task (--task: xnli, translation, ...).",
+                      "xlp_cli.finetune.run:print_summary"),
+    "translate": Stage(("translate",), "xlp_cli.tasks.translation.config:TranslateConfig",
+                       "xlp_cli.tasks.translation.decode:run", None,
+                       "Translate a file or stdin with a trained translation model (beam search or greedy).",
+                       "xlp_cli.tasks.translation.decode:print_summary", in_recipes=False),
+    "evaluate": Stage(("evaluate",), "xlp_cli.tasks.common:EVALUATE", "xlp_cli.evaluate.run:run", "evaluate",
+                      "Score runs (--task: xnli, translation, lexicon, analysis, ...) and write a report.",
+                      "xlp_cli.evaluate.run:print_summary"),
+    "run": Stage(("run",), "xlp_cli.recipes:RunConfig", "xlp_cli.recipes:run", None,
+                 "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",
+                 "xlp_cli.recipes:print_summary", in_recipes=False),
+}
+RECIPE_STAGES = [n for n, s in STAGES.items() if s.in_recipes]
+
+
+def load(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def build_config(stage: str, values: dict[str, Any], where: str) -> Any:
+    """The stage's typed config from flag-name keys (a task dispatch picks the task's own config class)."""
+    from xlp_cli import config as cfgmod
+
+    cls = load(STAGES[stage].config)
+    if hasattr(cls, "build"):
+        return cls.build(values, where)
+    return cfgmod.from_dict(cls, values, where=where)
+
+
+def config_fields(stage: str) -> set[str]:
+    """Field names any config of the stage has (for a dispatch: the union over its tasks)."""
+    cls = load(STAGES[stage].config)
+    if hasattr(cls, "fields"):
+        return {f.name for f, _, _ in cls.fields()}
+    return {f.name for f in dataclasses.fields(cls)}

@@ -1,0 +1,111 @@
+"""The config fields every task shares, and the dispatch from `--task` to the task's own config class.
+
+`xlp finetune` and `xlp evaluate` show the union of their tasks' flags. A run builds only its task's config:
+    cfg = task_config("finetune", {"task": "xnli", "lr": [2e-3], ...}, where="recipe.toml [finetune]")
+A key that is not a field of that task's config is a one-line error naming the task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from xlp_cli import config as cfgmod, tasks as registry
+from xlp_cli.config import AMP_CHOICES, opt
+from xlp_cli.errors import BadInput
+
+
+@dataclasses.dataclass
+class FinetuneCommon:
+    task: str = opt("xnli", "Fine-tuning task (the registry in xlp_cli/tasks).", choices=registry.names("finetune"))
+    data: list[Path] = opt(factory=list, help="Input folders (xnli: the `xlp pretrain` run; translation: the `xlp bpe apply` output).")
+    out: Path = opt(Path("out/finetune"), "Output folder.")
+    lang: list[str] = opt(factory=list, help="Languages (xnli: test languages; translation: languages kept).")
+    which: str = opt("best", "Which pre-training checkpoint to start from.", choices=("best", "last"))
+    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).")
+    lr: list[float] = opt(factory=list, help="Learning rate(s) (empty: the task's default).")
+    epochs: int = opt(3, "Passes over the training set.")
+    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).")
+    warmup: int = opt(4000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).")
+    clip_norm: float = opt(5.0, "Gradient clipping norm (0: off).")
+    amp: str = opt("auto", "Mixed precision on GPU (auto: bf16 if supported, else fp16 with loss scaling; CPU: fp32).",
+                   choices=AMP_CHOICES)
+    device: str = opt("auto", "Device: auto (cuda when available), cpu, cuda or cuda:N.", volatile=True)
+    threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
+    log_every: int = opt(50, "Log the training loss every N steps (metrics.jsonl).", volatile=True)
+    force: bool = opt(False, "Overwrite an output folder written with a different config.", volatile=True)
+
+    def validate(self) -> None:
+        if any(s < 0 for s in self.seeds) or not self.seeds:
+            raise BadInput("--seeds needs at least one non-negative seed")
+        if any(not v > 0 for v in self.lr):
+            raise BadInput("--lr values must be positive numbers")
+        if self.epochs < 1 and self.max_steps < 1:
+            raise BadInput("give --epochs >= 1 or --max-steps >= 1")
+        if self.warmup < 0:
+            raise BadInput("--warmup must be >= 0")
+        if self.log_every < 1:
+            raise BadInput("--log-every must be at least 1")
+
+
+@dataclasses.dataclass
+class EvaluateCommon:
+    task: str = opt("xnli", "What to evaluate (the registry in xlp_cli/tasks).", choices=registry.names("evaluate"))
+    data: list[Path] = opt(factory=list, help="Run folders, repeatable (xnli/translation: `xlp finetune` outputs; lexicon/analysis: `xlp pretrain` runs).")
+    name: list[str] = opt(factory=list, help="A name per --data, same order (default: the run's language encoding). Equal names = seeds of one run.")
+    out: Path = opt(Path("out/evaluate"), "Output folder (report.md, report.html, *.png, results.json).")
+    lang: list[str] = opt(factory=list, help="Languages to report (default: all found, in the XLP paper's Table 1 order).")
+    baseline: str = opt("", "Name of the run the others are compared with (default: the first).")
+    title: str = opt("", "Report title.")
+
+    def validate(self) -> None:
+        if not self.data:
+            raise BadInput("give at least one --data run folder")
+        if self.name and len(self.name) != len(self.data):
+            raise BadInput(f"--name gives {len(self.name)} names for {len(self.data)} --data folders; give one per folder")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskDispatch:
+    """The config of a command whose fields depend on --task (what `commands.py` and `recipes.py` build)."""
+    command: str   # "finetune" or "evaluate"
+
+    def classes(self) -> dict[str, type]:
+        from xlp_cli import tasks
+
+        return tasks.config_classes(self.command)
+
+    def default_task(self) -> str:
+        base = FinetuneCommon if self.command == "finetune" else EvaluateCommon
+        return next(f.default for f in dataclasses.fields(base) if f.name == "task")
+
+    def build(self, values: dict[str, Any], where: str = "config") -> Any:
+        """The task's config from flag-name (or field-name) keys."""
+        classes = self.classes()
+        task = str(values.get("task", self.default_task()))
+        if task not in classes:
+            raise BadInput(f"bad value for 'task': {task!r} (choose from {', '.join(classes)})", path=where)
+        cls = classes[task]
+        own = {f.name for f in dataclasses.fields(cls)} | set(getattr(cls, "ALIASES", {}))
+        for key in values:
+            name = key.replace("-", "_")
+            if name not in own and any(name in {f.name for f in dataclasses.fields(c)} for c in classes.values()):
+                raise BadInput(f"'{cfgmod.flag_name(name)}' does not apply to --task {task}", path=where)
+        return cfgmod.from_dict(cls, {**values, "task": task}, where=where)
+
+    def fields(self) -> list[tuple[dataclasses.Field, Any, list[str]]]:
+        """The union of the tasks' fields: (field, type, the tasks that have it), first occurrence wins."""
+        seen: dict[str, tuple[dataclasses.Field, Any, list[str]]] = {}
+        for task, cls in self.classes().items():
+            hints = cfgmod.field_types(cls)
+            for f in dataclasses.fields(cls):
+                if f.name in seen:
+                    seen[f.name][2].append(task)
+                else:
+                    seen[f.name] = (f, hints[f.name], [task])
+        return list(seen.values())
+
+
+FINETUNE = TaskDispatch("finetune")   # the config of `xlp finetune` (stages.py)
+EVALUATE = TaskDispatch("evaluate")   # the config of `xlp evaluate`

@@ -1,0 +1,58 @@
+"""The configs of the XNLI task: `xlp finetune --task xnli` and `xlp evaluate --task xnli` (same flag names)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from xlp_cli.config import opt
+from xlp_cli.errors import BadInput
+from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon
+
+SETTINGS = ("transfer", "translate-train")
+# XLP paper, appendix B.1 / Table 6, fine-tuning column
+DEFAULT_LR = [5e-6]
+DEFAULT_BATCH_SIZE = [16]
+
+
+@dataclasses.dataclass
+class XnliConfig(FinetuneCommon):
+    batch_size: list[int] = opt(factory=list, help="xnli: batch sizes to search (default: 16; the paper searches 8,16). "
+                                                   "--lr takes several values too (default 5e-6; the paper: 1e-6..8e-6).")
+    weight_decay: float = opt(0.0, "Decoupled (AdamW) weight decay.")
+    dropout: float = opt(0.0, "Dropout during fine-tuning (Table 6: 0).")
+    save_every: int = opt(1000, "xnli: also write checkpoints/last every N steps within an epoch (0: only at epoch ends).",
+                          volatile=True)
+    setting: str = opt("transfer", "xnli: transfer (train on English, test on all) or translate-train (train per language).",
+                       choices=SETTINGS)
+    train_file: Path | None = opt(None, "xnli: English training TSV (default: DATA/mnli_en/mnli_train.tsv).")
+    dev_file: Path | None = opt(None, "xnli: XNLI dev TSV, all languages (default: DATA/xnli/xnli.dev.tsv).")
+    test_file: Path | None = opt(None, "xnli: XNLI test TSV, all languages (default: DATA/xnli/xnli.test.tsv).")
+    translated_train: str = opt("", "xnli translate-train: training TSV per language, with {lang} in the path "
+                                    "(default: the language's dev set, see docs/finetune.md).")
+    train_lang: str = opt("en", "xnli transfer: the language of the training rows (English, as in the paper).")
+    select_on: str = opt("train", "xnli transfer: select the checkpoint on the training language's dev set (train: English dev) "
+                                  "or on the average dev accuracy of the test languages (avg).", choices=("train", "avg"))
+    epoch_size: int = opt(0, "xnli: training examples per epoch (0: the whole training set; XLM uses 20000).")
+    max_train_rows: int = opt(0, "xnli: use at most this many training rows (0: all).")
+    max_eval_rows: int = opt(0, "xnli: evaluate at most this many rows per language and split (0: all).")
+    max_len: int = opt(256, "xnli: maximum subword tokens per sentence (Table 6: 256); longer ones are truncated.")
+    unfreeze_projections: bool = opt(False, "xnli: also train the language parameters of an encoding that keeps them "
+                                            "frozen when fine-tuning (XLP's projections, appendix B.1).")
+    eval_batch_size: int = opt(64, "xnli: batch size for evaluation.", volatile=True)
+
+    def validate(self) -> None:
+        super().validate()
+        if any(v <= 0 for v in self.batch_size):
+            raise BadInput("--batch-size values must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise BadInput(f"--dropout must be in [0, 1), got {self.dropout}")
+        if len(self.data) != 1:
+            raise BadInput("xnli fine-tuning needs exactly one --data: an `xlp pretrain` run folder")
+        if self.max_len < 8:
+            raise BadInput("--max-len must be at least 8")
+
+
+@dataclasses.dataclass
+class XnliEvalConfig(EvaluateCommon):
+    split: str = opt("test", "xnli/translation: which split's predictions to score.", choices=("test", "dev"))

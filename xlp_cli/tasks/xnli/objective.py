@@ -1,0 +1,98 @@
+"""The XNLI training objective on the engine: cross-entropy of a sentence-pair classifier, epochs of
+examples in a seeded order, and the selection accuracy (dev) that picks the best checkpoint.
+
+Each epoch's order is a permutation seeded by (seed, epoch) alone, so a run resumes anywhere by its step count;
+`epoch_size` examples (default: all) make one epoch of `ceil(epoch_size / batch_size)` updates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from xlp_cli.tasks.xnli import data as xd
+from xlp_cli.train.objectives.base import Objective
+from xlp_cli.train.runtime import Runtime
+
+
+class LangIds:
+    """Language indices of a set of examples: the hypothesis (= example) language, the premise language and
+    where the hypothesis starts, so mixed-language pairs get a [B, T] language tensor."""
+
+    def __init__(self, encs: list[xd.Encoded], lang_index: Any):
+        self.hyp = np.concatenate([np.full(len(e), lang_index(e.lang), np.int64) for e in encs])
+        self.prem = np.concatenate([np.asarray([lang_index(p or e.lang) for p in e.premise_langs], np.int64)
+                                    if e.premise_langs else np.full(len(e), lang_index(e.lang), np.int64)
+                                    for e in encs])
+        self.start = np.concatenate([e.hyp_start if e.hyp_start is not None else np.zeros(len(e), np.int64) for e in encs])
+        self.mixed = bool((self.hyp != self.prem).any())
+
+    def batch(self, rows: np.ndarray, t: int) -> torch.Tensor:
+        if not self.mixed:
+            return torch.from_numpy(self.hyp[rows])
+        return xd.lang_tensor(t, self.hyp[rows], self.prem[rows], self.start[rows])
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> np.ndarray:
+    """Predicted label id per example (in the order of `enc`)."""
+    model.eval()
+    out = np.zeros(len(enc), dtype=np.int64)
+    for rows, ids, mask in xd.eval_batches(enc, batch_size):
+        lang = langs.batch(rows, ids.shape[1])
+        logits = model(ids.to(device), lang.to(device), mask.to(device))
+        out[rows] = logits.argmax(-1).cpu().numpy()
+    return out
+
+
+def accuracy(model: torch.nn.Module, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> float:
+    if len(enc) == 0:
+        return math.nan
+    pred = predict(model, enc, langs, device, batch_size)
+    return float(100.0 * (pred == enc.labels).mean())
+
+
+class Classify(Objective):
+    metric, maximize = "score", True
+
+    def __init__(self, train: list[xd.Encoded], select: dict[str, xd.Encoded], lang_index: Any, batch_size: int,
+                 seed: int, epoch_size: int, eval_batch_size: int, rt: Runtime):
+        self.seqs = [x for enc in train for x in enc.ids]
+        self.labels = np.concatenate([enc.labels for enc in train])
+        self.langs = LangIds(train, lang_index)
+        self.select = select
+        self.select_langs = {lang: LangIds([enc], lang_index) for lang, enc in select.items()}
+        self.batch_size, self.seed, self.eval_batch_size, self.rt = batch_size, seed, eval_batch_size, rt
+        n = len(self.seqs)
+        self.per_epoch = min(n, epoch_size) if epoch_size else n
+        self.steps_per_epoch = math.ceil(self.per_epoch / batch_size)
+        self._perm: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int64))
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if self._perm[0] != epoch:  # each epoch's order depends only on (seed, epoch): resumable anywhere
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm = (epoch, torch.randperm(len(self.seqs), generator=g).numpy()[:self.per_epoch])
+        return self._perm[1]
+
+    def micro_batches(self, step: int, n: int) -> Iterator[tuple[torch.Tensor, ...]]:
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        rows = self._order(epoch)[pos * self.batch_size: (pos + 1) * self.batch_size]
+        ids, mask = xd.collate([self.seqs[r] for r in rows])
+        yield ids, self.langs.batch(rows, ids.shape[1]), mask, torch.from_numpy(self.labels[rows])
+
+    def loss(self, model: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict[str, Any]]:
+        ids, langs, mask, y = (t.to(self.rt.device) for t in b)
+        logits = model(ids, langs, mask)
+        return F.cross_entropy(logits, y), {"tokens": int((~mask).sum()) * self.rt.world, "examples": len(y)}
+
+    def evaluate(self, model: torch.nn.Module) -> dict[str, Any]:
+        dev = {lang: accuracy(model, enc, self.select_langs[lang], self.rt.device, self.eval_batch_size)
+               for lang, enc in self.select.items()}
+        return {"score": float(np.nanmean(list(dev.values()))), "dev": dev}
+
+    def describe(self, m: dict[str, Any]) -> str:
+        return f"selection accuracy {m['score']:.1f}"

@@ -1,0 +1,120 @@
+"""What `xlp pretrain` reads: the id shards and dictionary of `xlp bpe apply`, the languages, and (for an encoding
+that needs it) the top-K vocabularies of `xlp vocab-score`. Every problem is one BadInput line naming the file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from xlp_cli import artifacts
+from xlp_cli.bpe.dictionary import Dictionary
+from xlp_cli.errors import BadInput
+from xlp_cli.models.encoding_registry import spec as encoding_spec
+from xlp_cli.special_ids import N_SPECIAL
+
+
+@dataclasses.dataclass
+class PretrainInputs:
+    ids_dir: Path
+    ids_manifest: dict[str, Any]
+    dict_path: Path
+    dictionary: Dictionary
+    dict_sha: str
+    langs: list[str]
+    vocab_ids: list[list[int]] | None = None      # top-K ids per language (encodings that need vocab scores)
+    vocab_dir: Path | None = None
+    vocab_manifest: dict[str, Any] | None = None
+
+    def upstream(self) -> list[dict[str, Any]]:
+        up = [{"path": str(self.ids_dir), "stage": "bpe-apply", "config_hash": self.ids_manifest.get("config_hash")}]
+        if self.vocab_dir is not None:
+            up.append({"path": str(self.vocab_dir), "stage": "vocab-score",
+                       "config_hash": (self.vocab_manifest or {}).get("config_hash")})
+        return up
+
+
+def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
+    """The `xlp bpe apply` output among --data (or upstream of them; or a prepare folder that applied BPE)."""
+    found = artifacts.find_upstream(list(data), "bpe-apply")
+    if found is None:  # `xlp prepare --bpe-codes/--bpe-from` keeps its ids in a sub-folder (outputs.ids)
+        subs = []
+        for d in data:
+            m = artifacts.try_read_manifest(d) or {}
+            ids_sub = (m.get("outputs") or {}).get("ids") if isinstance(m.get("outputs"), dict) else None
+            if isinstance(ids_sub, str):
+                subs.append(Path(d) / ids_sub)
+        found = artifacts.find_upstream(subs, "bpe-apply") if subs else None
+    if found is None:
+        raise BadInput("no `xlp bpe apply` output (manifest stage 'bpe-apply') among --data or their upstream",
+                       path=",".join(map(str, data)))
+    return found
+
+
+def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encoding: str,
+            encoding_options: dict[str, Any]) -> PretrainInputs:
+    """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads."""
+    ids_dir, ids_manifest = find_ids(data)
+    dict_path = ids_dir / str(ids_manifest.get("dictionary") or "dict.txt")
+    if not dict_path.is_file():
+        raise BadInput("the id shards have no dictionary (dict.txt)", path=dict_path)
+    dico = Dictionary.read(dict_path)
+    if len(dico) <= N_SPECIAL:
+        raise BadInput("the dictionary has no words", path=dict_path)
+    train = ids_dir / "train"
+    folders = [p for p in train.iterdir() if p.is_dir()] if train.is_dir() else []
+    available = sorted(p.name for p in folders if "-" not in p.name)
+    pair_langs = sorted({x for p in folders if "-" in p.name for x in p.name.split("-", 1)})
+    langs = list(lang) or (available if "mono" in needs else pair_langs)
+    if not langs:
+        raise BadInput("no languages: the id shards have no train split", path=train)
+    if len(set(langs)) != len(langs):
+        raise BadInput(f"--lang lists a language twice: {','.join(langs)}")
+    if "mono" in needs:
+        for lg in langs:
+            if lg not in available:
+                raise BadInput(f"language '{lg}' has no train data (have: {', '.join(available) or 'none'})",
+                               path=train / lg)
+    inp = PretrainInputs(ids_dir, ids_manifest, dict_path, dico, artifacts.sha256_file(dict_path), langs)
+    spec = encoding_spec(lang_encoding)
+    if spec.needs_vocab_scores:
+        found = artifacts.find_upstream(list(data), "vocab-score")
+        if found is None:
+            raise BadInput(f"--lang-encoding {lang_encoding} needs the output of `xlp vocab-score` "
+                           "(vle_vocab.json) among --data", path=",".join(map(str, data)))
+        inp.vocab_dir, inp.vocab_manifest = found
+        k = int(encoding_options[spec.vocab_k_option])
+        inp.vocab_ids = read_top_k(inp.vocab_dir / "vle_vocab.json", langs, k, inp.dict_sha)
+        for lg, ids in zip(langs, inp.vocab_ids):
+            if max(ids) >= len(dico) or min(ids) < 0:
+                raise BadInput(f"the top-K vocabulary of '{lg}' has ids outside the dictionary (size {len(dico)})",
+                               path=inp.vocab_dir / "vle_vocab.json")
+    return inp
+
+
+def read_top_k(path: Path, langs: list[str], k: int, dict_sha256: str | None) -> list[list[int]]:
+    """The top-K ids of each language from `xlp vocab-score`'s vle_vocab.json."""
+    if not path.is_file():
+        raise BadInput("this encoding needs vle_vocab.json from `xlp vocab-score` (pass its folder with --data)",
+                       path=path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+        table = obj["langs"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise BadInput(f"unreadable vle_vocab.json ({e})", path=path) from None
+    if dict_sha256 and obj.get("dictionary_sha256") and obj["dictionary_sha256"] != dict_sha256:
+        raise BadInput("vle_vocab.json was computed with a different dictionary than the id shards", path=path)
+    out = []
+    for lang in langs:
+        if lang not in table:
+            raise BadInput(f"no VLE vocabulary for language '{lang}'", path=path)
+        entry = table[lang]
+        if str(k) not in entry:
+            raise BadInput(f"no K={k} vocabulary for '{lang}' (available: {', '.join(sorted(entry, key=int))})",
+                           path=path)
+        ids = [int(i) for i in entry[str(k)]]
+        if not ids:
+            raise BadInput(f"empty K={k} vocabulary for '{lang}'", path=path)
+        out.append(ids)
+    return out
