@@ -17,7 +17,7 @@ into .bench/text/, never flores101_devtest or ntrex128):
   memory      xlp prepare again on 4x the input (4x the lines): peak summed RSS at 1x and 4x
 fastBPE's `fast` binary is built from its PyPI sdist into .bench/fastbpe/ (pip download + g++), as XLM does.
 
-    .venv/bin/python benchmarks/text_pipeline.py [--langs en,de,ru] [--mb 10] [--repeat 1] [--no-4x]
+    .venv/bin/python benchmarks/text_pipeline.py [--langs en,de,ru] [--mb 10] [--repeat 1] [--no-4x] [--xlp-root DIR]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
 PY = sys.executable
-XLP = str(Path(PY).with_name("xlp"))
+XLP = str(Path(PY).with_name("xlp"))  # --xlp-root DIR: `python -m xlp_cli.cli` from another source tree instead
 DATA = Path(os.environ.get("XLP_DATA_DIR", ROOT.parent / "shared" / "data"))
 REF = ROOT.parent / "shared" / "tools" / "reference"
 TOK = REF / "mosesdecoder" / "scripts" / "tokenizer"
@@ -216,7 +216,12 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=10.0, help="MB of input per language (end to end)")
     ap.add_argument("--repeat", type=int, default=1, help="interleaved runs; the best wall time of each side is kept")
     ap.add_argument("--no-4x", action="store_true", help="skip the 4x-input memory run")
+    ap.add_argument("--xlp-root", type=Path, help="time the xlp of another source tree (built extensions included)")
     args = ap.parse_args()
+    global XLP
+    if args.xlp_root:
+        XLP = f"env PYTHONPATH={args.xlp_root.resolve()} {PY} -m xlp_cli.cli"
+        ENV["PYTHONPATH"] = str(args.xlp_root.resolve())
     for p in (TOK / "tokenizer.perl", LOWER, CODES, VOCAB):
         if not p.is_file():
             raise SystemExit(f"missing {p}: the reference tools and XLM's codes are needed")
@@ -257,8 +262,9 @@ def main() -> None:
             print(f"  memory: xlp peak summed RSS {r['xlp']['peak_rss_mb']} MB at 1x, {r['xlp_4x']['peak_rss_mb']} MB at 4x "
                   f"({round(big.stat().st_size / 1e6, 1)} MB, {r['xlp_4x']['wall']} s)", flush=True)
         results["langs"][lang] = r
-    (BENCH / "text" / "results.json").write_text(json.dumps(results, indent=2))
-    print(f"results: {BENCH / 'text' / 'results.json'}")
+    name = "results.json" if not args.xlp_root else f"results.{args.xlp_root.name}.json"
+    (BENCH / "text" / name).write_text(json.dumps(results, indent=2))
+    print(f"results: {BENCH / 'text' / name}")
 
 
 if __name__ == "__main__":

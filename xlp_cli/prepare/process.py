@@ -103,7 +103,7 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
     raw_list = pipe.raw_batch(texts)
     procs = iter(_processed(pipe, langs, texts, raw_list))
     raws = iter(raw_list)
-    blake, sha1, problem = hashlib.blake2b, hashlib.sha1, _length_problem
+    problem = _length_problem
     out: list[tuple] = []
     for rec in chunk:
         if rec[0] == "m":
@@ -113,9 +113,8 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
             if why:
                 out.append(("x", why))
                 continue
-            d = blake(f"{lang}\x00{proc}".encode("utf-8"), digest_size=16).digest()  # = content_hashes
-            rid = sha1(f"{source}\x00{lang}\x00{proc}".encode("utf-8")).hexdigest()[:16]  # = record_id
-            out.append(("m", lang, rid, source, raw, proc, int.from_bytes(d[:8], "little"), int.from_bytes(d[8:], "little")))
+            h, u = content_hashes(f"{lang}\x00{proc}")
+            out.append(("m", lang, record_id(source, lang, proc), source, raw, proc, h, u))
         else:
             _, l1, l2, _, _, source = rec
             r1, r2 = next(raws), next(raws)
