@@ -71,9 +71,9 @@ def write_vocab(path: Path, entries: list[tuple[str, int]]) -> None:
 class BpeCodec:
     """Apply fastBPE codes (and optionally restrict to a vocab) exactly like `fast applybpe`.
 
-    The native loader checks both files as `read_codes`, `read_vocab` and `check_vocab_matches_codes` do (UTF-8,
-    line format, repeats, vocab tokens the codes cannot produce), naming the bad line; fastBPE itself aborts
-    the process on a malformed file. `check` is kept for callers; the files are always checked."""
+    The native loader checks both files (UTF-8, line format, repeated merges or tokens, vocab tokens the codes
+    cannot produce: docs/bpe.md), naming the bad line; fastBPE itself aborts the process on a malformed file.
+    `check` is kept for callers; the files are always checked."""
 
     def __init__(self, codes_path: Path, vocab_path: Path | None = None, *, check: bool = True):
         from xlp_cli.bpe.filter import load_applier
