@@ -22,7 +22,7 @@ class TextConfig:
                         choices=TOKENIZE_MODES)
     lowercase: str = opt("safe", "xlm (lowercase_and_remove_accent.py), safe (keeps Thai/Devanagari/Arabic marks) or none.",
                          choices=LOWERCASE_MODES)
-    workers: int = opt(2, "Threads processing blocks of lines (the output does not depend on it).")
+    workers: int = opt(2, "Threads processing blocks of lines (the output does not depend on it).", volatile=True)
     on_error: str = opt("raise", "A bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) or skip "
                         "(write an empty line, count it).", choices=("raise", "skip"))
     max_line_bytes: int = opt(100_000, "Longest line accepted, in bytes (0: no limit).")
