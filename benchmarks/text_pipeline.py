@@ -47,6 +47,7 @@ LOWER = REF / "XLM" / "tools" / "lowercase_and_remove_accent.py"
 CODES = DATA / "xlm_bpe_xnli15" / "codes_xnli_15"
 VOCAB = DATA / "xlm_bpe_xnli15" / "vocab_xnli_15"
 ENV = dict(os.environ, LC_ALL="C.UTF-8", XLP_QUIET="1")
+CWD = ROOT  # where the commands run (--xlp-root: that tree)
 
 
 def build_fast() -> Path:
@@ -109,7 +110,7 @@ def run_measured(cmd: str) -> dict:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     before = os.times()
-    proc = subprocess.Popen(["bash", "-c", cmd], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(["bash", "-c", cmd], env=ENV, cwd=CWD, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0]
     stop = threading.Event()
 
@@ -193,8 +194,8 @@ def tokenizer_alone(lang: str, src: Path, work: Path) -> dict:
     perl = run_measured(f"perl {TOK}/tokenizer.perl -no-escape -l {lang} < {norm} > {work}/tok.perl 2>/dev/null")
     cli = run_measured(f"{XLP} text --lang {lang} --workers 1 --no-clean --no-normalize --tokenize xlm --lowercase none "
                        f"< {norm} > {work}/tok.xlp")
-    res = subprocess.run([PY, "-c", _TOKENIZE_ONLY, lang, str(norm), str(work / "tok.native")], env=ENV, check=True,
-                         capture_output=True, text=True)
+    res = subprocess.run([PY, "-c", _TOKENIZE_ONLY, lang, str(norm), str(work / "tok.native")], env=ENV, cwd=CWD,
+                         check=True, capture_output=True, text=True)
     wall, cpu = map(float, res.stdout.split())
     same = (work / "tok.perl").read_bytes() == (work / "tok.xlp").read_bytes() == (work / "tok.native").read_bytes()
     return {"perl": perl, "xlp_cli": cli, "xlp_native": {"wall": round(wall, 3), "cpu": round(cpu, 2)},
@@ -218,10 +219,10 @@ def main() -> None:
     ap.add_argument("--no-4x", action="store_true", help="skip the 4x-input memory run")
     ap.add_argument("--xlp-root", type=Path, help="time the xlp of another source tree (built extensions included)")
     args = ap.parse_args()
-    global XLP
-    if args.xlp_root:
-        XLP = f"env PYTHONPATH={args.xlp_root.resolve()} {PY} -m xlp_cli.cli"
-        ENV["PYTHONPATH"] = str(args.xlp_root.resolve())
+    global XLP, CWD
+    if args.xlp_root:  # run from inside that tree: `python -m` and `-c` put the working directory first on sys.path
+        CWD = args.xlp_root.resolve()
+        XLP = f"{PY} -m xlp_cli.cli"
     for p in (TOK / "tokenizer.perl", LOWER, CODES, VOCAB):
         if not p.is_file():
             raise SystemExit(f"missing {p}: the reference tools and XLM's codes are needed")
