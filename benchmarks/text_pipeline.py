@@ -111,7 +111,7 @@ def run_measured(cmd: str) -> dict:
     t0 = time.perf_counter()
     before = os.times()
     proc = subprocess.Popen(["bash", "-c", cmd], env=ENV, cwd=CWD, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = [0]
+    peak = [0, 0]  # RSS summed over the processes; PSS summed (shared pages divided among their sharers)
     stop = threading.Event()
 
     def sample() -> None:
@@ -119,13 +119,14 @@ def run_measured(cmd: str) -> dict:
         while not stop.is_set():
             try:
                 procs = [root] + root.children(recursive=True)
-                total = 0
+                rss = pss = 0
                 for p in procs:
                     try:
-                        total += p.memory_info().rss
+                        m = p.memory_full_info()
+                        rss, pss = rss + m.rss, pss + m.pss
                     except psutil.Error:
                         pass
-                peak[0] = max(peak[0], total)
+                peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             except psutil.Error:
                 pass
             stop.wait(0.02)
@@ -141,6 +142,7 @@ def run_measured(cmd: str) -> dict:
         raise SystemExit(f"failed ({proc.returncode}): {cmd}\n{err.decode(errors='replace')[-2000:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return {"wall": round(wall, 3), "cpu": round(cpu, 2), "peak_rss_mb": round(peak[0] / 2**20, 1),
+            "peak_pss_mb": round(peak[1] / 2**20, 1),
             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
@@ -246,22 +248,25 @@ def main() -> None:
         same = same_subwords(work / f"prep.{lang}", ref_bpe)
         r = {"mb": mb, "reference": best["reference"], "xlp": best["xlp"], "same_subwords": same,
              "ratio": round(best["reference"]["wall"] / best["xlp"]["wall"], 2)}
-        print(f"  end to end: reference {r['reference']['wall']} s ({r['reference']['peak_rss_mb']} MB), xlp "
-              f"{r['xlp']['wall']} s ({r['xlp']['peak_rss_mb']} MB): {r['ratio']}x, same subwords: {same}", flush=True)
+        print(f"  end to end: reference {r['reference']['wall']} s (CPU {r['reference']['cpu']} s, RSS {r['reference']['peak_rss_mb']} MB), "
+              f"xlp {r['xlp']['wall']} s (CPU {r['xlp']['cpu']} s, RSS {r['xlp']['peak_rss_mb']} MB, PSS {r['xlp']['peak_pss_mb']} MB): "
+              f"{r['ratio']}x, same subwords: {same}", flush=True)
         r["tokenizer"] = tokenizer_alone(lang, src, work)
         t = r["tokenizer"]
         print(f"  tokenizer alone, 1 core, CPU s: perl {t['perl']['cpu']}, xlp text {t['xlp_cli']['cpu']} ({t['ratio_cpu_cli']}x), "
               f"native in-process {t['xlp_native']['cpu']} ({t['ratio_cpu_native']}x); wall: perl {t['perl']['wall']} s, "
               f"xlp text {t['xlp_cli']['wall']} s ({t['ratio_wall_cli']}x); identical: {t['identical']}", flush=True)
         r["bpe_apply"] = bpe_apply(work / f"ref.{lang}.xlm", work, fast)
-        print(f"  bpe apply ({r['bpe_apply']['mb']} MB): fast {r['bpe_apply']['fast']['wall']} s, xlp "
-              f"{r['bpe_apply']['xlp']['wall']} s: {r['bpe_apply']['ratio']}x, identical: {r['bpe_apply']['identical']}", flush=True)
+        b = r["bpe_apply"]
+        print(f"  bpe apply ({b['mb']} MB): fast {b['fast']['wall']} s (CPU {b['fast']['cpu']} s), xlp {b['xlp']['wall']} s "
+              f"(CPU {b['xlp']['cpu']} s): {b['ratio']}x, identical: {b['identical']}", flush=True)
         if not args.no_4x:
             big = make_input(lang, args.mb, 4)
             r["xlp_4x"] = xlp_prepare(lang, big, work / f"prep4.{lang}")
             shutil.rmtree(work / f"prep4.{lang}", ignore_errors=True)
             print(f"  memory: xlp peak summed RSS {r['xlp']['peak_rss_mb']} MB at 1x, {r['xlp_4x']['peak_rss_mb']} MB at 4x "
-                  f"({round(big.stat().st_size / 1e6, 1)} MB, {r['xlp_4x']['wall']} s)", flush=True)
+                  f"(PSS {r['xlp']['peak_pss_mb']} / {r['xlp_4x']['peak_pss_mb']} MB; {round(big.stat().st_size / 1e6, 1)} MB, "
+                  f"{r['xlp_4x']['wall']} s)", flush=True)
         results["langs"][lang] = r
     name = "results.json" if not args.xlp_root else f"results.{args.xlp_root.name}.json"
     (BENCH / "text" / name).write_text(json.dumps(results, indent=2))
