@@ -9,7 +9,7 @@ FIND_LINKS = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
 XLP_DATA_DIR ?= $(abspath ../shared/data)
 export XLP_DATA_DIR
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast test-reliability bench clean
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard xlp_cli/bpe/*.cpp xlp_cli/bpe/csrc/* xlp_cli/text/csrc/*.cpp xlp_cli/text/csrc/*.h xlp_cli/text/csrc/*.inc)
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard xlp_cli/bpe/*.cpp xlp_cli
 	$(PIP) install -q cython==3.3.1 "setuptools>=70.1" wheel==0.48.0
 	$(PIP) install -q --no-build-isolation fastBPE==0.1.0
 	$(PIP) install -q $(FIND_LINKS) torch==2.13.0
-	$(PIP) install -q $(FIND_LINKS) -e ".[dev]"
+	$(PIP) install -q $(FIND_LINKS) -e ".[dev,ray]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -30,7 +30,11 @@ test: setup
 	$(PY) -m pytest -q tests
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not integration" tests
+	$(PY) -m pytest -q -m "not slow and not integration and not reliability" tests
+
+# the kill sweep over every stage and the fuzz corpus of bad inputs (docs/reliability.md); `make test` runs it too
+test-reliability: setup
+	$(PY) -m pytest -q -m reliability tests
 
 bench: setup
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

@@ -61,11 +61,15 @@ def _reference(tables, vf, tf, max_valid, max_test, max_records):
     return out
 
 
+# (not hash(g) % 97: str hashes change with PYTHONHASHSEED and collided for en/fr/de in ~3% of runs)
+_GROUP_OFFSET = {"en": 1, "fr": 2, "de": 3}
+
+
 def test_finalizer_matches_the_per_row_rules(tmp_path):
     tables = [_rows(3000, s) for s in range(3)]
     for i, t in enumerate(tables):  # different groups' hashes must not collide: make h unique per group
         tables[i] = t.set_column(t.schema.get_field_index("h"), "h",
-                                 pa.array([hash(g) % 97 * 10**6 + h for g, h in zip(t.column("group").to_pylist(),
+                                 pa.array([_GROUP_OFFSET[g] * 10**6 + h for g, h in zip(t.column("group").to_pylist(),
                                                                                       t.column("h").to_pylist())],
                                           pa.uint64()))
     for vf, tf, mv, mt, mr in ((0.1, 0.2, 0, 0, 0), (0.3, 0.3, 50, 20, 0), (0.05, 0.05, 10, 10, 700)):

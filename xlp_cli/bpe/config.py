@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 
 TOKENIZERS = ("fastbpe", "sentencepiece")
@@ -30,7 +30,7 @@ class BpeLearnConfig:
     parallel: bool = opt(False, help="Also learn from both sides of parallel (<l1>-<l2>) folders.")
     max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.")
     min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
+    force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if not self.data:
@@ -65,7 +65,7 @@ class BpeApplyConfig:
     on_error: str = opt("raise", help="Filter mode: a bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) "
                         "or skip (write an empty line, count it).", choices=("raise", "skip"))
     max_line_bytes: int = opt(100_000, help="Filter mode: longest line accepted, in bytes (0: no limit).")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
+    force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     # keys of the filter mode alone: not part of an ids folder's config
     FILTER_KEYS = ("inputs", "workers", "on_error", "max_line_bytes")

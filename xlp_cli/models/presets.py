@@ -6,7 +6,32 @@ XLP Table 6 model. Encoder-decoder (`xlp finetune --task translation --preset`):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+from xlp_cli.errors import BadInput
+
+
+class PresetConfig:
+    """A model config dataclass built from a preset table (`PRESETS`), to/from the dict in model.json."""
+
+    PRESETS: dict[str, dict[str, Any]] = {}
+    PRESET_FIELD: str | None = None  # the field that records the preset's name, if any
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> Any:
+        if name not in cls.PRESETS:
+            raise BadInput(f"unknown model preset {name!r} (choose from {', '.join(cls.PRESETS)})")
+        values = {**cls.PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}}
+        return cls(**values, **({cls.PRESET_FIELD: name} if cls.PRESET_FIELD else {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 ENCODER_PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(n_layers=2, d_model=32, n_heads=2, d_ff=64, n_positions=272),

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
+from xlp_cli.prepare.sources import NAMES as SOURCES
 
-SOURCES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
 LOWERCASE_MODES = ("xlm", "safe", "none")
+ENGINES = ("local", "ray")
 
 
 @dataclasses.dataclass
@@ -22,7 +23,10 @@ class PrepareConfig:
     mirror: str = opt("", "Base URL to download from (default: the source's public site).")
     dump_date: str = opt("latest", "Wikipedia dump date (YYYYMMDD or latest).")
     opus_corpus: str = opt("", "OPUS corpus name for --download with --source opus (e.g. GlobalVoices).")
-    workers: int = opt(1, "Worker processes for cleaning/normalizing/tokenizing.", volatile=True)
+    workers: int = opt(1, "Worker processes of the local engine: each reads and processes input splits (or, with fewer splits than workers, processes the chunks the main process reads).", volatile=True)
+    engine: str = opt("local", "Where the work runs: local (this machine, --workers) or ray (Ray tasks over the input splits; needs the `ray` extra). The output is the same.", choices=ENGINES, volatile=True)
+    ray_address: str = opt("", "With --engine ray: the Ray cluster to join (HOST:PORT, or auto); empty: start a local Ray cluster for this run.", volatile=True)
+    split_size: int = opt(64 << 20, "Bytes of an input file one reader takes: plain text is cut at line boundaries, Wikipedia multistream dumps at bz2 streams (the output does not depend on it).", volatile=True)
     chunk_size: int = opt(2000, "Records per work unit sent to a worker, and the resume granularity (the output does not depend on it).", volatile=True)
     on_error: str = opt("raise", "What a bad record does: raise (stop with an error) or skip (count it in the manifest).", choices=("raise", "skip"))
     clean: bool = opt(True, "Remove non-printing characters.")
@@ -38,11 +42,12 @@ class PrepareConfig:
     max_test: int = opt(5000, "Cap on test records per language (0: no cap).")
     max_records: int = opt(0, "Read at most this many records per language/pair from the source, and keep at most this many (0: all).")
     mono_from_parallel: bool = opt(False, "Also write each side of parallel data as monolingual records.")
+    unpair: bool = opt(False, "Write each parallel record as ONE monolingual record (pairs that share a sentence give the same language; about half give each), and no pairs: no sentence has its translation in the output (unsupervised MT on a parallel corpus, Lample et al. 2018). Reads the source twice.")
     lid_threshold: float = opt(0.5, "Language-ID confidence needed to keep a CommonCrawl document.")
     shard_size: int = opt(100_000, "Records per Parquet shard.")
     bpe_codes: int = opt(0, "Also learn this many BPE merges on the train split and apply them (0: no BPE).")
     bpe_from: Path | None = opt(None, "Apply an existing BPE (a codes file, or an `xlp bpe learn` folder) instead of learning one.")
-    force: bool = opt(False, "Overwrite an output folder written with a different config.", volatile=True)
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if self.workers < 1:
@@ -56,8 +61,10 @@ class PrepareConfig:
         for name in ("min_tokens", "max_tokens", "max_valid", "max_test", "max_records"):
             if getattr(self, name) < 0:
                 raise BadInput(f"--{name.replace('_', '-')} must be >= 0")
-        if self.shard_size < 1 or self.chunk_size < 1:
-            raise BadInput("--shard-size and --chunk-size must be at least 1")
+        if self.shard_size < 1 or self.chunk_size < 1 or self.split_size < 1:
+            raise BadInput("--shard-size, --chunk-size and --split-size must be at least 1")
+        if self.ray_address and self.engine != "ray":
+            raise BadInput("--ray-address needs --engine ray")
         if self.max_tokens and self.min_tokens > self.max_tokens:
             raise BadInput("--min-tokens is larger than --max-tokens")
         for name in ("valid_fraction", "test_fraction"):
@@ -70,5 +77,11 @@ class PrepareConfig:
             raise BadInput("--source text needs --lang (the language of the input lines)")
         if self.source != "gettext" and not self.inputs and not self.download:
             raise BadInput(f"--source {self.source} needs input paths (or --download)")
+        if self.unpair and self.mono_from_parallel:
+            raise BadInput("--unpair keeps one side of each pair; --mono-from-parallel would keep both: give one")
+        if self.unpair and self.source not in ("opus", "gettext"):
+            raise BadInput(f"--unpair needs a parallel source (opus, gettext), not --source {self.source}")
+        if self.unpair and len(self.lang) != 2:
+            raise BadInput("--unpair works on one language pair: give --lang l1,l2")
         if self.bpe_codes and self.bpe_from:
             raise BadInput("give --bpe-codes (learn) or --bpe-from (reuse), not both")

@@ -29,7 +29,7 @@ _PAIR = ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]
 
 class Finalizer:
     def __init__(self, out: Path, *, valid_fraction: float, test_fraction: float, max_valid: int, max_test: int,
-                 max_records: int, shard_size: int, dedup: bool = True):
+                 max_records: int, shard_size: int, dedup: bool = True, seen: HashSet64 | None = None):
         self.out = out
         self.dedup = dedup
         self.vf = valid_fraction
@@ -37,7 +37,7 @@ class Finalizer:
         self.caps = {"valid": max_valid, "test": max_test}
         self.max_records = max_records
         self.shard_size = shard_size
-        self.seen = HashSet64()
+        self.seen = HashSet64() if seen is None else seen  # or any object with its add_batch (engine_ray)
         self.writers: dict[tuple[str, str], GroupWriter] = {}
         self.kept: collections.Counter[str] = collections.Counter()
         self.per_split: dict[str, collections.Counter[str]] = {s: collections.Counter() for s in SPLITS}

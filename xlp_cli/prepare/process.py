@@ -13,10 +13,11 @@ and come back (from `process_chunk`) as processed rows or a drop reason:
 `hash` (64-bit, for de-duplication) and `u` (64-bit, for the split) come from one blake2b digest of the
 processed content, so equal content always dedups and always lands in the same split, whatever its source.
 
-`process_to_file` is what a worker runs: it processes one chunk and writes it, atomically, as a "chunk
-file" (`OUT/.work/chunk-NNNNNNNN.parquet`, columns CHUNK_COLUMNS) whose metadata holds the chunk's counts
-(records, bytes, dropped), its problems and `end`, the position in the source's record stream after it.
-With on_error raise, a chunk with a problem is not written: the main process reports the problem and stops.
+`process_to_table` processes one chunk into a chunk table (columns CHUNK_COLUMNS) whose metadata holds the
+chunk's counts (records, bytes, dropped), its problems and `end`, the position in its split's record stream
+after it (splits.py adds the rest); `process_to_file` writes it, atomically, as a "chunk file"
+(`OUT/.work/chunk-SSSSSS-KKKKKK.parquet`, workdir.py). With on_error raise, a chunk with a problem is not
+written: the main process reports the problem and stops.
 """
 
 from __future__ import annotations
@@ -36,13 +37,21 @@ from xlp_cli.text.pipeline import TextPipeline
 _PIPE: TextPipeline | None = None
 _LIMITS: tuple[int, int] = (1, 0)
 _ON_ERROR = "raise"
+_SETTINGS: str | None = None  # the arguments of the last init_worker
 
 
 def init_worker(pipe_config: dict[str, Any], min_tokens: int, max_tokens: int, on_error: str = "raise") -> None:
-    global _PIPE, _LIMITS, _ON_ERROR
+    global _PIPE, _LIMITS, _ON_ERROR, _SETTINGS
+    _SETTINGS = json.dumps([pipe_config, min_tokens, max_tokens, on_error], sort_keys=True)
     _PIPE = TextPipeline.from_config(pipe_config)
     _LIMITS = (min_tokens, max_tokens)
     _ON_ERROR = on_error
+
+
+def ensure_worker(pipe_config: dict[str, Any], min_tokens: int, max_tokens: int, on_error: str = "raise") -> None:
+    """`init_worker` unless this process is set up with these settings already (a long-lived Ray worker)."""
+    if json.dumps([pipe_config, min_tokens, max_tokens, on_error], sort_keys=True) != _SETTINGS:
+        init_worker(pipe_config, min_tokens, max_tokens, on_error)
 
 
 def warm(langs: list[str]) -> None:
@@ -160,15 +169,18 @@ def expand_pages(chunk: list[tuple]) -> tuple[list[tuple], int, list[list[str]]]
     return tasks, paragraphs, problems
 
 
-def process_to_file(chunk: list[tuple], path: str, n_records: int, end: int | None = None) -> dict[str, Any]:
+def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None, problems: list | tuple = (),
+                     **extra: Any) -> tuple[dict[str, Any], pa.Table | None]:
     """Process `chunk` (the tasks made from `n_records` source records, not counting pages, whose paragraphs
-    count instead) into the chunk file `path`. `end` (the stream position after the chunk) goes into the
-    metadata for resuming."""
-    chunk, paragraphs, problems = expand_pages(chunk)
+    count instead) into a chunk table (None when, with on_error raise, the chunk has a problem, or a reader
+    problem stopped its split: `fatal`). `end` (the position in the split's record stream after the chunk),
+    the reader's `problems` (before the pages' own) and `extra` (see splits.py) go into the metadata."""
+    chunk, paragraphs, page_problems = expand_pages(chunk)
     n_records += paragraphs
-    if problems and _ON_ERROR == "raise":  # the main process raises: no chunk file, a rerun meets it again
-        return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end,
-                "written": False}
+    problems = list(problems) + page_problems
+    if extra.get("fatal") or (problems and _ON_ERROR == "raise"):  # the main process raises; a rerun meets it again
+        return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end, **extra,
+                "written": False}, None
     rows = process_chunk(chunk)
     dropped: dict[str, int] = {}
     for r in rows:
@@ -178,10 +190,22 @@ def process_to_file(chunk: list[tuple], path: str, n_records: int, end: int | No
             for r in rows if r[0] != "x"]
     cols = dict(zip(CHUNK_COLUMNS, map(list, zip(*kept)))) if kept else {c: [] for c in CHUNK_COLUMNS}
     nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
-    meta = {"records": n_records, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end}
+    meta = {"records": n_records, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end, **extra}
     table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
+    return meta, table
+
+
+def write_chunk(path: str | Path, table: pa.Table) -> None:
     with artifacts.atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
+
+
+def process_to_file(chunk: list[tuple], path: str, n_records: int, end: int | None = None, problems: list | tuple = (),
+                    **extra: Any) -> dict[str, Any]:
+    """`process_to_table`, written (atomically) as the chunk file `path` when there is a table."""
+    meta, table = process_to_table(chunk, n_records, end, problems, **extra)
+    if table is not None:
+        write_chunk(path, table)
     return meta
 
 

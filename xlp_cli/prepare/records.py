@@ -14,6 +14,7 @@ stands for the `Mono`s that `RawPage.monos()` gives, in that order; readers call
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Union
@@ -81,6 +82,31 @@ class SourceOptions:
     mono_from_parallel: bool = False  # also yield each side of parallel data as Mono (gettext, opus)
     max_records: int = 0  # per language (0 = no limit); sources may stop early
     defer_pages: bool = False  # a source may yield RawPage (set by the pipeline, which expands them in workers)
+    unpair_keep: frozenset[int] | None = None  # --unpair: the sentences to keep (records.unpair_plan)
+
+
+@dataclasses.dataclass
+class Split:
+    """A part of the input that one reader reads alone, in order (see `xlp_cli.prepare.sources.plan_splits`).
+
+    kind "stream": all of `paths`, read by the source's `read` (sources that cannot be cut, and every source
+    with --max-records, whose cap counts across files); "file": one whole file; "range": bytes
+    [start, end) of one file (plain text: the lines that start there; a Wikipedia multistream dump: the
+    bz2 streams that start there, after the header stream [0, header)). `first`/`last`: the first/last split
+    of its file. The records of all splits, in order, are the records of the whole input read in order."""
+
+    source: str
+    kind: str
+    paths: list[str]
+    start: int = 0
+    end: int = 0
+    first: bool = True
+    last: bool = True
+    header: int = 0
+
+    @property
+    def path(self) -> str:
+        return self.paths[0] if self.paths else ""
 
 
 class ErrorPolicy:
@@ -112,5 +138,74 @@ class ErrorPolicy:
         ui.warn(message)
 
 
+class CollectedErrors(ErrorPolicy):
+    """The ErrorPolicy of a reader that runs away from the main process (a worker, a Ray task): skippable
+    problems and warnings are kept, in order, for the main process to report in stream order; a problem
+    that stops the run (raise mode, or fatal) still raises here, to stop the reader."""
+
+    def __init__(self, mode: str = "raise"):
+        super().__init__(mode)
+        self.problems: list[list] = []
+        self.new_warnings: list[str] = []
+
+    def bad(self, message: str, *, path: str | Path | None = None, position: str | int | None = None,
+            fatal: bool = False) -> None:
+        if self.mode == "raise" or fatal:
+            raise BadInput(message, path=path, position=position)
+        self.problems.append([message, None if path is None else str(path), position])
+
+    def warn(self, message: str) -> None:
+        self.new_warnings.append(message)
+
+    def take(self) -> tuple[list[list], list[str]]:
+        """The problems and warnings since the last call."""
+        out = (self.problems, self.new_warnings)
+        self.problems, self.new_warnings = [], []
+        return out
+
+
 class Source(Protocol):
     def __call__(self, inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Record]: ...
+
+
+def sentence_key(lang: str, text: str) -> int:
+    """A 64-bit key of a sentence in a language (`--unpair`)."""
+    return int.from_bytes(hashlib.blake2b(f"{lang}\x00{text}".encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def unpair_plan(records: Iterator[Record]) -> frozenset[int]:
+    """`--unpair`, first read of the source: the keys of the sentences to keep so that every pair gives ONE side
+    and no sentence has its translation in the output (the unsupervised-MT setting of Lample et al. 2018 on a
+    parallel corpus such as Multi30k).
+
+    The two sentences of every pair are linked into connected groups (a sentence that occurs in several pairs ties
+    them together); a group keeps the sentences of the alphabetically first language when its smallest key is
+    even, else those of the other. All the pairs that share a sentence therefore give the same language, which
+    makes the guarantee exact (a caption repeated with two different translations cannot leak), and about half
+    the groups give each language. One language pair only (the config checks it). Memory: one key per sentence."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        root = x
+        while parent.setdefault(root, root) != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    pairs = []
+    for r in records:
+        if isinstance(r, Pair):
+            (la, ta), (lb, tb) = sorted([(r.lang1, r.text1), (r.lang2, r.text2)])
+            ka, kb = sentence_key(la, ta), sentence_key(lb, tb)
+            pairs.append((ka, kb))
+            a, b = find(ka), find(kb)
+            if a != b:
+                parent[max(a, b)] = min(a, b)  # the smallest key is the root of its group
+    return frozenset(ka if find(ka) % 2 == 0 else kb for ka, kb in pairs)
+
+
+def unpair(rec: Pair, keep: frozenset[int]) -> Mono:
+    """The side of a pair that `unpair_plan` keeps, as a Mono."""
+    (la, ta), (lb, tb) = sorted([(rec.lang1, rec.text1), (rec.lang2, rec.text2)])
+    return Mono(la, ta, rec.source, rec.origin) if sentence_key(la, ta) in keep else Mono(lb, tb, rec.source, rec.origin)

@@ -8,6 +8,8 @@ served in a seeded random order; the tail shorter than a window is carried into 
 Parallel pairs (TLM): `[</s>] s1 [</s>] [</s>] s2 [</s>]` with positions restarting at the second segment and
 each segment carrying its own language; each side is cut to bptt/2 - 2 tokens; the sides are swapped with
 probability 1/2 (seeded per pair). Pairs of a row group are served in a seeded random order, padded per batch.
+Adjacent pairs (VECO on monolingual text, `mlm+ca-mlm`): the same layout, the pair being sentences 2k and 2k+1
+of a row group of one language's shards (neighbours in corpus order).
 
 Language sampling: p_l ~ n_l^alpha (n_l: sentences or pairs in the train split), drawn per step from an RNG
 seeded by (seed, step), so every process of a DDP run draws the same language and the order never depends
@@ -30,6 +32,7 @@ import torch
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
+from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 
 
 @dataclasses.dataclass
@@ -66,6 +69,19 @@ def _row_groups(paths: list[Path]) -> list[tuple[Path, int, int]]:
     return out
 
 
+def _partition(groups: list[tuple[Path, int, int]], part: tuple[int, int]) -> tuple[list, tuple[int, int], list[int]]:
+    """Data slot k of K: (its row groups, its share of each group's windows/rows, extra RNG key).
+
+    With at least K row groups, slot k reads only groups k, k+K, ...; with fewer, every slot reads them all and
+    keeps every K-th window of each. K = 1 is the whole stream, with the RNG keys of a run without slots."""
+    k, K = part
+    if K == 1:
+        return groups, (0, 1), []
+    if len(groups) >= K:
+        return groups[k::K], (0, 1), [k, K]
+    return groups, (k, K), [k, K]
+
+
 def _read_list_column(path: Path, rg: int, column: str) -> tuple[np.ndarray, np.ndarray]:
     """(values int64, offsets) of a list<int> column of one row group."""
     try:
@@ -91,11 +107,12 @@ class MonoStream:
     """Fixed-length windows over one language's concatenated sentences."""
 
     def __init__(self, paths: list[Path], lang: str, lang_index: int, bptt: int, seed: int, vocab_size: int,
-                 shuffle: bool = True):
+                 shuffle: bool = True, part: tuple[int, int] = (0, 1)):
         self.lang, self.lang_index, self.bptt, self.seed = lang, lang_index, bptt, seed
         self.vocab_size, self.shuffle = vocab_size, shuffle
         self.groups = _row_groups(paths)
-        self.n_rows = sum(n for _, _, n in self.groups)
+        self.n_rows = sum(n for _, _, n in self.groups)  # the whole language's (sampling probabilities)
+        self.groups, self.share, self.key = _partition(self.groups, part)
         if not self.groups:
             raise BadInput(f"language '{lang}' has no sentences", path=paths[0].parent if paths else lang)
         self.epoch, self.group_pos, self.window_pos = 0, 0, 0
@@ -116,7 +133,7 @@ class MonoStream:
     def _group_order(self) -> np.ndarray:
         if not self.shuffle:
             return np.arange(len(self.groups))
-        return np.random.default_rng([self.seed, self.lang_index, self.epoch, 1]).permutation(len(self.groups))
+        return np.random.default_rng([self.seed, self.lang_index, self.epoch, 1, *self.key]).permutation(len(self.groups))
 
     def _load(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
         key = (self.epoch, self.group_pos, tuple(self.carry))
@@ -130,8 +147,8 @@ class MonoStream:
         n = len(stream) // self.bptt
         windows = stream[: n * self.bptt].reshape(n, self.bptt)
         carry_out = stream[n * self.bptt:].tolist()
-        order = (np.random.default_rng([self.seed, self.lang_index, self.epoch, self.group_pos, 2]).permutation(n)
-                 if self.shuffle else np.arange(n))
+        order = (np.random.default_rng([self.seed, self.lang_index, self.epoch, self.group_pos, 2, *self.key]).permutation(n)
+                 if self.shuffle else np.arange(n))[self.share[0]::self.share[1]]
         self._loaded = (key, windows, order, carry_out)
         return windows, order, carry_out
 
@@ -172,18 +189,19 @@ class MonoStream:
         return Batch(w, torch.full_like(w, self.lang_index), None, None, self.lang)
 
 
-class PairStream:
-    """TLM pairs of one language pair, padded per batch."""
+class RowCursor:
+    """A position (epoch, row group, row) in the rows of some shards (of data slot `part`, `_partition`): per epoch
+    the row groups in a seeded order, then the rows of each in the order `row_rng()` draws first (the slot keeping
+    its `share`), a pure function of (seed, stream id, epoch, row group)."""
 
-    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
-                 vocab_size: int, pair_index: int):
-        self.pair, self.lang_indices, self.seed, self.vocab_size = pair, lang_indices, seed, vocab_size
-        self.max_side = max(1, bptt // 2 - 2)
-        self.pair_index = pair_index
+    def __init__(self, paths: list[Path], name: str, empty: str, seed: int, stream_id: int,
+                 part: tuple[int, int] = (0, 1)):
+        self.seed, self.stream_id = seed, stream_id
         self.groups = _row_groups(paths)
-        self.n_rows = sum(n for _, _, n in self.groups)
+        self.n_rows = sum(n for _, _, n in self.groups)  # the whole stream's (sampling probabilities)
+        self.groups, self.share, self.key = _partition(self.groups, part)
         if not self.groups:
-            raise BadInput(f"language pair '{pair}' has no sentence pairs", path=paths[0].parent if paths else pair)
+            raise BadInput(empty, path=paths[0].parent if paths else name)
         self.epoch, self.group_pos, self.row_pos = 0, 0, 0
         self._loaded: tuple[Any, ...] | None = None
 
@@ -194,19 +212,44 @@ class PairStream:
         self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
         self._loaded = None
 
+    def group(self) -> tuple[Path, int, int]:
+        """The current row group: (path, index, rows)."""
+        rng = np.random.default_rng([self.seed, self.stream_id, self.epoch, 1, *self.key])
+        return self.groups[int(rng.permutation(len(self.groups))[self.group_pos])]
+
+    def row_rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.stream_id, self.epoch, self.group_pos, 2, *self.key])
+
+    def next_group(self) -> None:
+        self.row_pos, self.group_pos = 0, self.group_pos + 1
+        if self.group_pos >= len(self.groups):
+            self.group_pos, self.epoch = 0, self.epoch + 1
+
+
+class PairStream(RowCursor):
+    """TLM pairs of one language pair, padded per batch."""
+
+    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
+                 vocab_size: int, pair_index: int, part: tuple[int, int] = (0, 1)):
+        super().__init__(paths, pair, f"language pair '{pair}' has no sentence pairs", seed, 1000 + pair_index, part)
+        self.pair, self.lang_indices, self.vocab_size = pair, lang_indices, vocab_size
+        self.max_side = max(1, bptt // 2 - 2)
+        self.pair_index = pair_index
+
+    def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        return _read_list_column(path, rg, "ids1"), _read_list_column(path, rg, "ids2")
+
     def _load(self) -> tuple[Any, ...]:
         key = (self.epoch, self.group_pos)
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
-        gorder = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, 1]).permutation(len(self.groups))
-        path, rg, n = self.groups[int(gorder[self.group_pos])]
-        v1, o1 = _read_list_column(path, rg, "ids1")
-        v2, o2 = _read_list_column(path, rg, "ids2")
+        path, rg, n = self.group()
+        (v1, o1), (v2, o2) = self._sides(path, rg)
         _check_ids(v1, self.vocab_size, path, rg)
         _check_ids(v2, self.vocab_size, path, rg)
-        rng = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, self.group_pos, 2])
+        rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
-        self._loaded = (key, (v1, o1), (v2, o2), order, swap)
+        self._loaded = (key, (v1, o1), (v2, o2), order[self.share[0]::self.share[1]], swap)
         return self._loaded[1:]
 
     def next_batch(self, batch_size: int) -> Batch:
@@ -214,9 +257,7 @@ class PairStream:
         while len(rows) < batch_size:
             (v1, o1), (v2, o2), order, swap = self._load()
             if self.row_pos >= len(order):
-                self.row_pos, self.group_pos = 0, self.group_pos + 1
-                if self.group_pos >= len(self.groups):
-                    self.group_pos, self.epoch = 0, self.epoch + 1
+                self.next_group()
                 continue
             r = int(order[self.row_pos])
             rows.append((v1[o1[r]:o1[r + 1]], v2[o2[r]:o2[r + 1]], bool(swap[r])))
@@ -260,55 +301,84 @@ def step_rng(seed: int, step: int, micro: int, what: int) -> np.random.Generator
 
 
 class PretrainData:
-    """All training streams of a run plus the per-step choice of objective and language."""
+    """All training streams of a run plus the per-step choice of objective and language.
+
+    Data slots (multi-process and multi-node runs): the global batch of a step is read as `slots` parts; slot k
+    reads only its share of every language's row groups (`_partition`), and a process builds the batches of its
+    own slots only (`local_slots`), never the whole global batch. The language of a micro-batch is drawn once
+    for all slots, so a 1-process run with the same `slots` sees exactly the batches of an N-process run."""
 
     def __init__(self, ids_dir: Path, langs: list[str], objective: str, bptt: int, seed: int, vocab_size: int,
-                 lang_alpha: float):
+                 lang_alpha: float, slots: int = 1, local_slots: list[int] | None = None):
         self.langs, self.objective, self.bptt, self.seed = langs, objective, bptt, seed
-        self.lang_alpha = lang_alpha
+        self.lang_alpha, self.slots = lang_alpha, slots
+        self.local = list(range(slots)) if local_slots is None else list(local_slots)
         self.mono: dict[str, MonoStream] = {}
         self.pairs: dict[str, PairStream] = {}
         index = {l: i for i, l in enumerate(langs)}
-        if objective in ("mlm", "mlm+tlm"):
+        spec = PRETRAIN_OBJECTIVES[objective]
+        if "mono" in spec.needs:
             for lang in langs:
                 folder = ids_dir / "train" / lang
                 paths = artifacts.shard_paths(folder)
                 if not paths:
                     raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
-                self.mono[lang] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size)
-        if objective in ("tlm", "mlm+tlm"):
+                for k in self.local:
+                    if spec.adjacent:
+                        from xlp_cli.train.adjacent import AdjacentStream  # it subclasses PairStream, below
+                        self.pairs[self._key(lang, k)] = AdjacentStream(paths, lang, index[lang], bptt, seed,
+                                                                        vocab_size, index[lang], part=(k, slots))
+                    else:
+                        self.mono[self._key(lang, k)] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size,
+                                                                   part=(k, slots))
+        if "pairs" in spec.needs:
             train = ids_dir / "train"
             found = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" in p.name) if train.is_dir() else []
-            for k, pair in enumerate(found):
+            for i, pair in enumerate(found):
                 l1, _, l2 = pair.partition("-")
                 if l1 in index and l2 in index:
-                    self.pairs[pair] = PairStream(artifacts.shard_paths(train / pair), pair, (index[l1], index[l2]),
-                                                  bptt, seed, vocab_size, k)
+                    for k in self.local:
+                        self.pairs[self._key(pair, k)] = PairStream(
+                            artifacts.shard_paths(train / pair), pair, (index[l1], index[l2]), bptt, seed, vocab_size,
+                            i, part=(k, slots))
             if not self.pairs:
                 raise BadInput(f"--objective {objective} needs parallel data between the languages "
                                f"{','.join(langs)} (folders train/<l1>-<l2>); none found", path=train)
-        self.mono_probs = sampling_probs([s.n_rows for s in self.mono.values()], lang_alpha) if self.mono else None
-        self.pair_probs = sampling_probs([s.n_rows for s in self.pairs.values()], lang_alpha) if self.pairs else None
+        self.mono_names = list(dict.fromkeys(s.lang for s in self.mono.values()))
+        self.pair_names = list(dict.fromkeys(s.pair for s in self.pairs.values()))
+        first = self.local[0] if self.local else 0
+        self.mono_probs = (sampling_probs([self.mono[self._key(n, first)].n_rows for n in self.mono_names], lang_alpha)
+                           if self.mono else None)
+        self.pair_probs = (sampling_probs([self.pairs[self._key(n, first)].n_rows for n in self.pair_names], lang_alpha)
+                           if self.pairs else None)
+
+    def _key(self, name: str, slot: int) -> str:
+        return name if self.slots == 1 else f"{name}/{slot}"
 
     def objective_at(self, step: int) -> str:
         if self.objective == "mlm+tlm":
             return "mlm" if step % 2 == 0 else "tlm"
         return self.objective
 
-    def next_batch(self, step: int, micro: int, batch_size: int) -> Batch:
-        """The micro-batch `micro` of optimizer step `step` (the same on every process before sharding)."""
+    def next_batches(self, step: int, micro: int, batch_size: int) -> list[tuple[int, Batch]]:
+        """(slot, batch) of each local slot for micro-batch `micro` of optimizer step `step` (0-based)."""
         rng = step_rng(self.seed, step, micro, 0)
         if self.objective_at(step) == "mlm":
-            names = list(self.mono)
-            lang = names[int(rng.choice(len(names), p=self.mono_probs))]
-            return self.mono[lang].next_batch(batch_size)
-        names = list(self.pairs)
-        pair = names[int(rng.choice(len(names), p=self.pair_probs))]
-        return self.pairs[pair].next_batch(batch_size)
+            name = self.mono_names[int(rng.choice(len(self.mono_names), p=self.mono_probs))]
+            return [(k, self.mono[self._key(name, k)].next_batch(batch_size)) for k in self.local]
+        name = self.pair_names[int(rng.choice(len(self.pair_names), p=self.pair_probs))]
+        return [(k, self.pairs[self._key(name, k)].next_batch(batch_size)) for k in self.local]
+
+    def next_batch(self, step: int, micro: int, batch_size: int) -> Batch:
+        """The micro-batch of a run without slots."""
+        return self.next_batches(step, micro, batch_size)[0][1]
 
     def state(self) -> dict[str, Any]:
-        return {"mono": {k: s.state() for k, s in self.mono.items()},
-                "pairs": {k: s.state() for k, s in self.pairs.items()}}
+        out: dict[str, Any] = {"mono": {k: s.state() for k, s in self.mono.items()},
+                               "pairs": {k: s.state() for k, s in self.pairs.items()}}
+        if self.slots > 1:
+            out["slots"] = self.slots
+        return out
 
     def load_state(self, state: dict[str, Any]) -> None:
         for k, s in self.mono.items():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -95,8 +96,8 @@ class Trainer:
     def last_dir(self) -> Path:
         return self.run / "checkpoints" / "last"
 
-    def save(self, which: str) -> None:
-        meta = {"step": self.step, "tokens": self.tokens, "best": self.best, "objective": self.objective.state_dict(),
+    def save(self, which: str, objective_state: dict[str, Any]) -> None:
+        meta = {"step": self.step, "tokens": self.tokens, "best": self.best, "objective": objective_state,
                 "rng": rng_state(), "world_size": self.rt.world, "valid": self.last_metrics,
                 "time": artifacts.now_iso(), **self.meta_extra}
         state = None
@@ -141,16 +142,17 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.zero_grad(set_to_none=True)
         total, logs = 0.0, []
-        for i, batch in enumerate(self.objective.micro_batches(step, s.accumulate)):
-            sync = i == s.accumulate - 1 or self.rt.world == 1
+        batches = list(self.objective.micro_batches(step, s.accumulate))  # the mean is over all of them
+        for i, batch in enumerate(batches):
+            sync = i == len(batches) - 1 or self.rt.world == 1
             with contextlib.nullcontext() if sync else self.net.no_sync():  # type: ignore[operator]
                 with self.rt.autocast():
                     loss, info = self.net(batch)
                 if not torch.isfinite(loss.detach()):
                     raise WorkFailed(f"the loss became {float(loss.detach())} at step {step + 1} (lower --lr, raise --warmup"
                                      + (", or use --amp bf16/none)" if self.rt.amp == torch.float16 else ")"))
-                self.scaler.scale(loss / s.accumulate).backward()
-            total += float(loss.detach()) / s.accumulate
+                self.scaler.scale(loss / len(batches)).backward()
+            total += float(loss.detach()) / len(batches)
             logs.append(info)
         for p in self.params:  # a sparse gradient only when VLE was the sole user of an embedding row
             if p.grad is not None and p.grad.is_sparse:
@@ -163,6 +165,10 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
+        if self.rt.world > 1:  # log the loss of the whole world, not of this process's share
+            t = torch.tensor([total], dtype=torch.float64, device=self.rt.device)
+            torch.distributed.all_reduce(t)
+            total = float(t) / self.rt.world
         self.step = step + 1
         rec = {"step": self.step, "loss": total, "lr": lr, "grad_norm": float(gnorm), **_merge(logs)}
         self.tokens += int(rec.get("tokens", 0))
@@ -170,6 +176,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- evaluation
     def evaluate_and_save(self, log: Callable[[dict[str, Any]], None]) -> None:
+        objective_state = self.objective.state_dict()  # on every process: it may gather across them
         if self.rt.main:
             metrics = self.objective.evaluate(self.model)
             improved = metrics is None
@@ -181,9 +188,9 @@ class Trainer:
                 log({"event": "valid", "step": self.step, **metrics})
             if improved:
                 self.best = {"score": None if metrics is None else score, "step": self.step, "metrics": metrics or {}}
-            self.save("last")
-            if improved:
-                self.save("best")
+                self.save("best", objective_state)
+            self.save("last", objective_state)  # last: `last` commits the step (a kill before it redoes the step,
+            #                                     and so writes the same `best` again)
             if metrics is not None:
                 ui.info(f"{self.s.label} step {self.step}/{self.s.max_steps}: {self.objective.describe(metrics)} "
                         f"(best at step {self.best['step']})")
@@ -246,12 +253,18 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
         run_dir.mkdir(parents=True, exist_ok=True)
         artifacts.truncate_jsonl(metrics_path, t.step)
     t.probe()
-    out = open(metrics_path, "a", encoding="utf-8") if rt.main else None
+    out = os.open(metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if rt.main else None
 
     def log(rec: dict[str, Any]) -> None:
+        """One whole line, or none: a failed write (disk full) is cut off again before the error is raised."""
         if out is not None:
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+            data, end = (json.dumps(rec) + "\n").encode("utf-8"), os.lseek(out, 0, os.SEEK_END)
+            try:
+                while data:
+                    data = data[os.write(out, data):]
+            except OSError as e:
+                os.ftruncate(out, end)
+                raise artifacts.write_failed(e, metrics_path) or e from None
 
     def checkpoint_hook() -> None:
         if on_checkpoint is not None and rt.main:
@@ -288,12 +301,13 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
                     t.evaluate_and_save(log)
                     checkpoint_hook()
                 elif settings.save_every and t.step % settings.save_every == 0:
+                    objective_state = objective.state_dict()
                     if rt.main:
-                        t.save("last")
+                        t.save("last", objective_state)
                     rt.barrier()
     finally:
         if out is not None:
-            out.close()
+            os.close(out)
     elapsed = time.time() - t0
     return {"steps": t.step, "steps_this_run": t.step - start, "tokens": t.tokens, "resumed": resumed,
             "tokens_per_s": (t.tokens - tok0) / max(elapsed, 1e-9), "best_step": t.best.get("step"),

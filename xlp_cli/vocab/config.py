@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 
 
@@ -20,7 +20,9 @@ class VocabConfig:
     words_only: bool = opt(False, help="Leave out tokens made only of digits, punctuation and symbols.")
     parallel: bool = opt(False, help="Also count both sides of parallel (<l1>-<l2>) folders.")
     show: int = opt(12, help="Top tokens per language shown in the terminal table.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
+    engine: str = opt("local", help="Where the counting runs: local (this process) or ray (one Ray task per shard; needs the `ray` extra). Same result.", choices=("local", "ray"), volatile=True)
+    ray_address: str = opt("", help="With --engine ray: the Ray cluster to join (HOST:PORT, or auto); empty: start a local Ray cluster for this run.", volatile=True)
+    force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if not self.data:
@@ -29,4 +31,6 @@ class VocabConfig:
             raise BadInput("--k must be one or more positive numbers", path="--k")
         if self.min_count < 1:
             raise BadInput("--min-count must be at least 1", path="--min-count")
+        if self.ray_address and self.engine != "ray":
+            raise BadInput("--ray-address needs --engine ray", path="--ray-address")
         self.k = sorted(set(self.k))

@@ -1,7 +1,12 @@
-"""The source readers of `xlp prepare`, one module per format, and input expansion.
+"""The source readers of `xlp prepare`, one module per format, input expansion and input splits.
 
 `SOURCES[name](inputs, opts, errors)` streams `Mono`/`Pair` records (see `records.py`). Modules are
 imported on first use, so `xlp --help` does not pay for mwparserfromhell, warcio or py3langid.
+
+A source module may also cut its input into splits that readers take independently (docs/prepare.md,
+"Engines and splits"): `plan(inputs, opts, split_size) -> list[Split]` and `read_split(split, opts, errors)`,
+a generator of the split's records that may return a dict of facts about the split (text: `lines`, `got`).
+A source without `plan`, and every source with --max-records, is one "stream" split read by `read`.
 """
 
 from __future__ import annotations
@@ -12,15 +17,10 @@ from pathlib import Path
 from typing import Iterator
 
 from xlp_cli.errors import BadInput
-from xlp_cli.prepare.records import ErrorPolicy, Record, Source, SourceOptions
+from xlp_cli.prepare.records import ErrorPolicy, Record, Source, SourceOptions, Split
 
-_MODULES = {
-    "wikipedia": "wikipedia",
-    "commoncrawl": "commoncrawl",
-    "opus": "opus",
-    "text": "text",
-    "gettext": "gettext",
-}
+# The one table of sources: each name is `--source NAME` and the module `xlp_cli.prepare.sources.NAME`.
+NAMES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
 
 
 def _lazy(module: str) -> Source:
@@ -33,7 +33,23 @@ def _lazy(module: str) -> Source:
     return read
 
 
-SOURCES: dict[str, Source] = {name: _lazy(mod) for name, mod in _MODULES.items()}
+SOURCES: dict[str, Source] = {name: _lazy(name) for name in NAMES}
+
+
+def plan_splits(source: str, inputs: list[Path], opts: SourceOptions, split_size: int) -> list[Split]:
+    """The splits of the input, in order (one "stream" split where the source cannot cut its input)."""
+    mod = importlib.import_module(f"{__name__}.{source}")
+    if opts.max_records or not hasattr(mod, "plan"):
+        return [Split(source, "stream", [str(p) for p in inputs])]
+    return mod.plan(inputs, opts, split_size)
+
+
+def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Record]:
+    """The records of one split, in order (a generator whose return value is the split's facts, or None)."""
+    mod = importlib.import_module(f"{__name__}.{split.source}")
+    if split.kind == "stream":
+        return (yield from mod.read([Path(p) for p in split.paths], opts, errors))
+    return (yield from mod.read_split(split, opts, errors))
 
 
 def expand_inputs(patterns: list[str | Path]) -> list[Path]:
@@ -87,4 +103,4 @@ def _files_below(folder: Path) -> list[Path]:
     )
 
 
-__all__ = ["SOURCES", "expand_inputs"]
+__all__ = ["NAMES", "SOURCES", "expand_inputs", "plan_splits", "read_split"]

@@ -25,7 +25,7 @@ from typing import Iterator
 
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
-from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
+from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
 from xlp_cli import ui
 from xlp_cli.prepare.sources._files import (ARCHIVE_ERRORS, TolerantStream, archive_problem, compression, data_files,
                                           open_binary)
@@ -119,34 +119,52 @@ def identify(text: str) -> tuple[str, float]:
 
 
 def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
+    inputs = _files(inputs, opts)
+    per_lang: Counter[str] = Counter()
+    for path in inputs:
+        yield from _read_file(path, opts, errors, per_lang)
+
+
+def _files(inputs: list[Path], opts: SourceOptions) -> list[Path]:
     inputs = data_files(expand_inputs(inputs))
     known = set(identifier().labels)
     unknown = [lang for lang in opts.langs if lang not in known]
     if unknown:
         raise BadInput(f"unknown language code(s) for the language identifier: {','.join(unknown)}")
-    per_lang: Counter[str] = Counter()
-    for path in inputs:
-        if ".wat" in path.name:
-            ui.info(f"{path}: a WAT file holds metadata, no text; skipped")
+    return inputs
+
+
+def plan(inputs: list[Path], opts: SourceOptions, split_size: int) -> list[Split]:
+    """One split per WET/WARC file (a crawl ships tens of thousands of them), read record by record."""
+    return [Split(NAME, "file", [str(p)]) for p in _files(inputs, opts)]
+
+
+def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
+    yield from _read_file(Path(split.path), opts, errors, Counter())
+
+
+def _read_file(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter[str]) -> Iterator[Mono]:
+    if ".wat" in path.name:
+        ui.info(f"{path}: a WAT file holds metadata, no text; skipped")
+        return
+    docs = 0
+    for uri, text in _documents(path, errors):
+        docs += 1
+        text = text.strip()
+        if not text:
             continue
-        docs = 0
-        for uri, text in _documents(path, errors):
-            docs += 1
-            text = text.strip()
-            if not text:
-                continue
-            lang, conf = identify(text)
-            if (opts.langs and lang not in opts.langs) or conf < opts.lid_threshold:
-                continue
-            if opts.max_records and per_lang[lang] >= opts.max_records:
-                continue
-            for line in text.split("\n"):
-                line = line.strip()
-                if line:
-                    per_lang[lang] += 1
-                    yield Mono(lang, line, NAME, f"{path}#{uri}")
-        if docs == 0:
-            errors.bad("no WET conversion or WARC HTML response record found (empty or not CommonCrawl)", path=path)
+        lang, conf = identify(text)
+        if (opts.langs and lang not in opts.langs) or conf < opts.lid_threshold:
+            continue
+        if opts.max_records and per_lang[lang] >= opts.max_records:
+            continue
+        for line in text.split("\n"):
+            line = line.strip()
+            if line:
+                per_lang[lang] += 1
+                yield Mono(lang, line, NAME, f"{path}#{uri}")
+    if docs == 0:
+        errors.bad("no WET conversion or WARC HTML response record found (empty or not CommonCrawl)", path=path)
 
 
 def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
@@ -172,6 +190,12 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
             for record in it:
                 text = _record_text(record)
                 offset = it.get_record_offset()  # (reads the record to its end: after the content)
+                if _cut_short(record):
+                    if stream.error is not None:  # a damaged compressed stream: reported as such below
+                        raise stream.error
+                    errors.bad(f"the file ends inside record {done + 1} (fewer bytes than its Content-Length): "
+                               "truncated; the documents before it are kept", path=path, position=f"byte {offset}")
+                    return
                 done += 1
                 if text is not None:
                     uri = record.rec_headers.get_header("WARC-Target-URI") or f"offset {offset}"
@@ -195,6 +219,14 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
         return
     errors.bad(f"not a readable WARC/WET file or cut inside a record ({problem})", path=path,
                position=f"byte {offset}" + (" (decompressed)" if compression(path) else ""))
+
+
+def _cut_short(record) -> bool:
+    """The record's stream ended before its Content-Length (a file cut inside a record)."""
+    raw = record.raw_stream
+    while raw.read(1 << 16):
+        pass
+    return getattr(raw, "limit", 0) > 0
 
 
 def _split_plain_warc(path: Path) -> Iterator[tuple[dict[str, str], str]]:

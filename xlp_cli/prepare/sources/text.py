@@ -15,8 +15,8 @@ from typing import Iterator
 
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
-from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions
-from xlp_cli.prepare.sources._files import iter_lines, lang_from_name
+from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
+from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, utf16_problem
 
 NAME = "text"
 
@@ -42,15 +42,89 @@ def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterat
         lang = file_lang(path, opts.langs)
         if opts.max_records and per_lang[lang] >= opts.max_records:
             continue
-        got = 0
-        for n, line in iter_lines(path, errors):
-            line = line.strip()
-            if not line:
-                continue
-            got += 1
-            per_lang[lang] += 1
-            yield Mono(lang, line, NAME, f"{path}:{n}")
-            if opts.max_records and per_lang[lang] >= opts.max_records:
-                break
+        got = yield from _records(path, lang, iter_lines(path, errors), opts, per_lang)
         if got == 0:
             errors.bad("empty file: no text lines", path=path)
+
+
+def _records(path: Path, lang: str, lines: Iterator[tuple[int, str]], opts: SourceOptions,
+             per_lang: Counter[str]) -> Iterator[Mono]:
+    """The Monos of `lines`; returns how many there were."""
+    got = 0
+    for n, line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        got += 1
+        per_lang[lang] += 1
+        yield Mono(lang, line, NAME, f"{path}:{n}")
+        if opts.max_records and per_lang[lang] >= opts.max_records:
+            break
+    return got
+
+
+# ------------------------------------------------------------------ splits
+def plan(inputs: list[Path], opts: SourceOptions, split_size: int) -> list[Split]:
+    """One split per file; an uncompressed file larger than `split_size` is cut into byte ranges."""
+    out: list[Split] = []
+    for path in expand_inputs(inputs):
+        file_lang(path, opts.langs)  # a file whose language cannot be told is bad input before any work
+        size = path.stat().st_size
+        if compression(path) or size <= split_size:
+            out.append(Split(NAME, "file", [str(path)]))
+            continue
+        cuts = list(range(0, size, split_size)) + [size]
+        for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+            out.append(Split(NAME, "range", [str(path)], a, b, first=i == 0, last=b == size))
+    return out
+
+
+def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono]:
+    """The records of a split. Returns {"lines", "got"}: the lines of a byte range (a range reports line
+    numbers counted from its start, which the main process turns into file line numbers) and its records;
+    an empty file is reported here for a whole file, by the main process for a file in several ranges."""
+    path = Path(split.path)
+    lang = file_lang(path, opts.langs)
+    if split.kind == "file":
+        lines = iter_lines(path, errors)
+    else:
+        lines = _RangeLines(path, split.start, split.end, errors)
+    got = yield from _records(path, lang, lines, opts, Counter())
+    if got == 0 and split.first and split.last:
+        errors.bad("empty file: no text lines", path=path)
+    return {"lines": lines.lines if isinstance(lines, _RangeLines) else 0, "got": got}
+
+
+class _RangeLines:
+    """(line number from the range's start, text) of the lines that start in bytes [start, end) of a plain
+    file (a line that starts before `start` belongs to the range before); `lines` counts them."""
+
+    def __init__(self, path: Path, start: int, end: int, errors: ErrorPolicy):
+        self.path, self.start, self.end, self.errors = path, start, end, errors
+        self.lines = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        with open(self.path, "rb", buffering=1 << 16) as f:
+            pos = self.start
+            if pos > 0:
+                f.seek(pos - 1)
+                if f.read(1) != b"\n":
+                    pos += len(f.readline())
+            while pos < self.end:
+                raw = f.readline()
+                if not raw:
+                    break
+                pos += len(raw)
+                self.lines += 1
+                if pos == len(raw) and raw.startswith(b"\xef\xbb\xbf"):  # a BOM on the file's first line
+                    raw = raw[3:]
+                if self.lines == 1 and (problem := utf16_problem(raw)):  # (each range checks its first line)
+                    self.errors.bad(problem, path=self.path, position=1)
+                    return
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    self.errors.bad(f"invalid UTF-8 at byte {e.start} of the line", path=self.path, position=self.lines)
+                    continue
+                yield self.lines, line.rstrip("\r\n")
+

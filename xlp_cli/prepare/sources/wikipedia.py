@@ -21,6 +21,8 @@
   dump's link namespaces); the pipeline's worker processes convert it, so `--workers N` spreads the
   conversion too. Otherwise (tests, --max-records, which must stop after exactly N paragraphs) the reader
   converts and yields the `Mono`s itself. Both give the same records in the same order.
+- Splits: a multistream dump with its index beside it is read as runs of its bz2 streams, each split on its
+  own (wikipedia_multistream.py); the index file itself is not a dump. Other dumps are one split each.
 - Language: the `<dbname>` in `<siteinfo>` (`bgwiki` -> bg), else the file name (`elwiki-...`), else the
   root's `xml:lang`, else a single `--lang`. Files in a language not among `--lang` are skipped.
 """
@@ -32,14 +34,14 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
-
+from typing import BinaryIO, Callable, Iterator
 
 from xlp_cli import ui
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
-from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions
-from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, data_files, open_binary
+from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions, Split
+from xlp_cli.prepare.sources import wikipedia_multistream as multistream
+from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, compression, data_files, open_binary
 
 NAME = "wikipedia"
 
@@ -248,13 +250,35 @@ class _Walker:
 
 # ------------------------------------------------------------------ dump reader
 def read(inputs: list[Path], opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono | RawPage]:
-    inputs = data_files(expand_inputs(inputs))
     per_lang: Counter[str] = Counter()
-    for path in inputs:
+    for path in _dumps(inputs):
         yield from _read_dump(path, opts, errors, per_lang)
 
 
-def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter) -> Iterator[Mono | RawPage]:
+def _dumps(inputs: list[Path]) -> list[Path]:
+    """The dumps among the inputs (a multistream index is read with its dump, not as one)."""
+    return [p for p in data_files(expand_inputs(inputs)) if not multistream.is_index(p)]
+
+
+def plan(inputs: list[Path], opts: SourceOptions, split_size: int) -> list[Split]:
+    """A multistream dump with its index beside it: runs of its bz2 streams; any other dump: the whole file."""
+    out: list[Split] = []
+    for path in _dumps(inputs):
+        index = multistream.index_for(path)
+        if index is not None and compression(path) == "bz2":
+            out.extend(multistream.plan_dump(path, index, split_size))
+        else:
+            out.append(Split(NAME, "file", [str(path)]))
+    return out
+
+
+def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Mono | RawPage]:
+    opener = (lambda: multistream.open_streams(split)) if split.kind == "range" else None
+    yield from _read_dump(Path(split.path), opts, errors, Counter(), opener)
+
+
+def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter,
+               opener: Callable[[], BinaryIO] | None = None) -> Iterator[Mono | RawPage]:
     lang: str | None = None
     root_lang: str | None = None
     link_ns = set(DEFAULT_LINK_NAMESPACES)
@@ -262,7 +286,7 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
     prose_ns_names: set[str] = set()  # localized names of non-article namespaces (for dumps without <ns>)
     defer = opts.defer_pages and not opts.max_records  # --max-records stops after exactly N paragraphs: count here
     pages = 0
-    stream = open_binary(path)
+    stream = opener() if opener is not None else open_binary(path)
     reader = TolerantStream(stream)
     root: ET.Element | None = None
 

@@ -6,6 +6,10 @@ Settings
                      (`--translated-train 'path/{lang}.tsv'`) or, when none is given, on 90% of its XNLI dev set
                      (the other 10%, split by premise hash, selects the checkpoint); test on its test set.
 
+VECO (`--veco`, docs/veco.md): plug-out (default) fine-tunes a VECO run's encoder without its cross-attention;
+plug-in (translate-train only) pairs every example with its translation in `--plug-in-lang` (the example of the
+same XNLI index, or the same row of the translated file) and classifies it from [h_x; s_x].
+
 Runs: the grid --lr x --batch-size x --seeds. The (lr, batch size) with the best mean selection accuracy over
 seeds is kept; its best checkpoint per seed writes `predictions/seed<S>/{dev,test}.<lang>.jsonl`.
 Each grid point trains in `runs/<group>/lr<lr>-bs<bs>-seed<seed>/` with `checkpoints/{last,best}`,
@@ -23,10 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
-from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
+from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier, freeze_language_parameters
+from xlp_cli.models.veco import is_veco, plug_out
 from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
@@ -52,6 +57,7 @@ class Pretrained:
         self.langs: list[str] = list(model.config.langs)
         self.prefix_len = int(model.prefix_len)
         self.frozen_when_finetuning = model.lang_encoding.spec.frozen_when_finetuning
+        self.cross_attention = is_veco(model)
         self.text_encoder = self._text_encoder()
         self._check_vocabulary()
 
@@ -81,9 +87,11 @@ class Pretrained:
             if artifacts.sha256_file(run_dict) != artifacts.sha256_file(te_dict):
                 raise BadInput(f"the run's dict.txt differs from the dictionary of its id shards ({te_dict})", path=run_dict)
 
-    def new_classifier(self, dropout: float, device: torch.device) -> SequenceClassifier:
+    def new_classifier(self, dropout: float, device: torch.device, veco: str = "plug-out") -> SequenceClassifier:
         encoder = ckpt.load_pretrained(self.run, self.which)
-        return SequenceClassifier(encoder, dropout=dropout).to(device)
+        if veco == "plug-in":
+            return PlugInClassifier(encoder, dropout=dropout).to(device)
+        return SequenceClassifier(plug_out(encoder), dropout=dropout).to(device)
 
     def lang_index(self, lang: str) -> int:
         if lang not in self.langs:
@@ -110,7 +118,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
     if done is not None:
         return done
     torch.manual_seed(seed)
-    model = pre.new_classifier(cfg.dropout, rt.device)
+    model = pre.new_classifier(cfg.dropout, rt.device, cfg.veco)
     frozen = [] if cfg.unfreeze_projections else freeze_language_parameters(model, model.encoder)
     objective = Classify(train, select, pre.lang_index, bs, seed, cfg.epoch_size, cfg.eval_batch_size, rt)
     if not objective.seqs:
@@ -135,6 +143,10 @@ def _resolve(path: Path | None, default: str) -> Path:
     return Path(path) if path is not None else artifacts.data_dir() / default
 
 
+OWNS = ("results.json", "predictions", "runs", "encoded")  # what XNLI fine-tuning writes in FT (outdir.py)
+
+
+@outdir.scoped
 def run(cfg: XnliConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     run = Path(cfg.data[0])
@@ -155,11 +167,15 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
         langs = [l for l in XNLI_LANGS if l in pre.langs] + [l for l in pre.langs if l not in XNLI_LANGS]
     if cfg.setting == "transfer":
         pre.lang_index(cfg.train_lang)
+    plug_in = cfg.veco == "plug-in"
+    if plug_in and not pre.cross_attention:
+        raise BadInput("--veco plug-in needs a VECO pre-training run (an encoder with cross-attention: --objective "
+                       "ca-mlm, tlm+ca-mlm or mlm+ca-mlm)", path=run)
+    read_langs = set(langs) | ({cfg.plug_in_lang} if plug_in else set())
 
     config = cfgmod.identity(cfg)
     config["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force)
+    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=OWNS)
     if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
         ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
         summary = json.loads((cfg.out / "results.json").read_text(encoding="utf-8"))
@@ -167,8 +183,8 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
 
     # data
     # a dev/test file without a language column (e.g. MNLI's validation set) is English
-    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=set(langs) | {cfg.train_lang}, max_rows_per_lang=cfg.max_eval_rows)
-    test, _ = xd.read_tsv(test_file, default_lang="en", langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
+    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=read_langs | {cfg.train_lang}, max_rows_per_lang=cfg.max_eval_rows)
+    test, _ = xd.read_tsv(test_file, default_lang="en", langs=read_langs, max_rows_per_lang=cfg.max_eval_rows)
     missing = [l for l in langs if l not in test]
     if missing:
         ui.warn(f"no XNLI test rows for {', '.join(missing)} in {test_file}; they are not evaluated")
@@ -221,11 +237,23 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
                 raise BadInput(f"no translate-train data for {lang} (train {len(rows)} rows, selection {len(sel_rows)} rows)",
                                path=dev_file)
             sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
+            train = enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)
+            tst = enc("test", lang, test[lang])
+            if plug_in:
+                plang = pair_language(cfg, lang, langs)
+                if cfg.translated_train:
+                    ppath = Path(cfg.translated_train.replace("{lang}", plang))
+                    ptrain = xd.read_tsv(ppath, default_lang=plang, langs={plang})[0].get(plang, [])
+                else:
+                    ppath, ptrain = dev_file, dev.get(plang, [])
+                for name, e, mine, others, where in (("train", train, rows, ptrain, ppath),
+                                                     ("select", sel, sel_rows, dev.get(plang, []), dev_file),
+                                                     ("test", tst, test[lang], test.get(plang, []), test_file)):
+                    e.pair = enc(f"{name}-pair-of-{lang}", plang, xd.pair_examples(mine, others, where))
+                source += f"; plug-in pairs: {plang}"
             groups.append({
-                "name": lang, "source": source,
-                "train": [enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)],
-                "select": {lang: sel},
-                "predict": {lang: {"dev": sel, "test": enc("test", lang, test[lang])}},
+                "name": lang, "source": source, "train": [train], "select": {lang: sel},
+                "predict": {lang: {"dev": sel, "test": tst}},
             })
 
     # grid x seeds
@@ -269,6 +297,17 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     return summary
 
 
+def pair_language(cfg: XnliConfig, lang: str, langs: list[str]) -> str:
+    """The language of the translations paired with `lang`'s examples (plug-in)."""
+    if lang != cfg.plug_in_lang:
+        return cfg.plug_in_lang
+    others = [l for l in langs if l != lang]
+    if not others:
+        raise BadInput(f"--veco plug-in: '{lang}' is the --plug-in-lang and no other test language is left to pair "
+                       "its examples with; add one to --lang")
+    return others[0]
+
+
 def write_predictions(path: Path, model: SequenceClassifier, enc: xd.Encoded, langs: LangIds, device: torch.device, bs: int) -> None:
     pred = predict(model, enc, langs, device, bs)
     lines = [json.dumps({"id": i, "lang": enc.lang, "gold": xd.LABELS[int(g)], "pred": xd.LABELS[int(p)]}, ensure_ascii=False)
@@ -289,7 +328,8 @@ def summarize(cfg: XnliConfig, pre: Pretrained, langs: list[str], results: dict[
                         100.0 * sum(r["gold"] == r["pred"] for r in rows) / max(1, len(rows))
     test_mean = {l: float(np.mean([acc[s]["test"][l] for s in acc if l in acc[s].get("test", {})])) for l in langs}
     return {
-        "task": "xnli", "setting": cfg.setting, "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run),
+        "task": "xnli", "setting": cfg.setting, "veco": cfg.veco if pre.cross_attention else None,
+        "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run),
         "langs": langs, "seeds": cfg.seeds, "accuracy": acc, "test_mean": test_mean,
         "test_avg": float(np.mean(list(test_mean.values()))) if test_mean else math.nan,
         "frozen_projections": pre.frozen_when_finetuning and not cfg.unfreeze_projections,

@@ -2,12 +2,15 @@
 
     class MyObjective(Objective):
         metric, maximize = "loss", False              # which evaluate() number picks the best checkpoint
-        def micro_batches(self, step, n): ...        # this process's n micro-batches of update `step` (0-based)
+        def micro_batches(self, step, n): ...        # this process's micro-batches of update `step` (0-based) for n
+                                                     # accumulation steps (it may yield several per step, e.g. one
+                                                     # per data slot); the update averages over all it yields
         def loss(self, model, batch): ...            # -> (mean loss tensor, {"tokens": int, ...numbers to log})
         def evaluate(self, model): ...               # -> {"loss": ..., ...} or None (rank 0, no gradients)
-        def state_dict(self) / load_state_dict(s)   # the data position, JSON-able, saved in meta.json
+        def state_dict(self) / load_state_dict(s)   # the data position, JSON-able, saved in meta.json;
+                                                     # state_dict runs on every process (it may gather)
 
-- `micro_batches` must be a pure function of (seed, step, rank) and the objective's state, and must advance that
+- `micro_batches` must be a pure function of (seed, step, rank or data slot) and the objective's state, and must advance that
   state, so a resumed run draws the same batches (`runtime.step_seed` seeds any randomness: masking, noise).
 - `loss` runs inside the engine's DDP-wrapped module, under autocast, in train mode. It may call the model more
   than once (VECO's two streams), call its parts (encode/decode), or generate with it under `torch.no_grad()` and

@@ -2,8 +2,10 @@
 
     objective = MaskedLM.create(cfg, inputs, model, rt)      # cfg: PretrainConfig; --objective mlm|tlm|mlm+tlm
 
-A micro-batch of update s is drawn by `PretrainData` for the whole DDP world (the same on every process) and
-process r keeps rows [r*B, (r+1)*B); its masking is seeded from (seed, s, micro, r). Validation: the first
+The data is read in `--data-slots` K parts (default: one per process); process r of W builds the batches of
+slots r, r+W, ... only (B windows each) and reads only their row groups, so no process builds the global batch.
+A slot's masking is seeded from (seed, s, micro, slot): the batches and masks do not depend on W, and a
+1-process run with the same K replays an N-process run (the engine averages over all slots' micro-batches). Validation: the first
 `eval_batches` windows of each language's valid split, masked with fixed seeds; the best checkpoint is the one
 with the lowest mean loss over languages.
 """
@@ -18,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from xlp_cli import ui
+from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import N_SPECIAL
 from xlp_cli.train.data import Batch, PretrainData, valid_batches
 from xlp_cli.train.masking import mask_scores, mask_tokens
@@ -25,21 +28,46 @@ from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
 
 
+def lang_scores(nll: float, correct: int, n: int) -> dict[str, Any]:
+    """One language's validation numbers from its summed NLL and right predictions over n tokens."""
+    loss = nll / n
+    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / n, "n": n}
+
+
+def summarize(out: dict[str, Any]) -> dict[str, Any]:
+    """The means over languages of `out["langs"]` (the best checkpoint has the lowest mean loss)."""
+    out["loss"] = float(np.mean([v["loss"] for v in out["langs"].values()]))
+    out["ppl"] = math.exp(min(out["loss"], 50.0))
+    out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
+    return out
+
+
 class MaskedLM(Objective):
     metric, maximize = "loss", False
 
-    def __init__(self, cfg: Any, data: PretrainData, valid: dict[str, list[Batch]], langs: list[str],
+    def __init__(self, cfg: Any, inputs: Any, valid: dict[str, list[Batch]], langs: list[str],
                  vocab_size: int, mask_weights: torch.Tensor | None, rt: Runtime):
-        self.cfg, self.data, self.valid, self.langs, self.rt = cfg, data, valid, langs, rt
+        self.cfg, self.inputs, self.valid, self.langs, self.rt = cfg, inputs, valid, langs, rt
         self.vocab_size, self.mask_weights = vocab_size, mask_weights
         self.batch_size = cfg.batch_size
+        self.data = self._data(cfg.data_slots or rt.world)
+
+    def _data(self, slots: int) -> PretrainData:
+        """The streams of this process's data slots (slot k of K is read by process k mod W)."""
+        rank, world = self.rt.rank, self.rt.world
+        if slots % world:
+            raise BadInput(f"{world} processes cannot share {slots} data slots: use a number of processes that divides "
+                           f"--data-slots {slots} (a run keeps the slots it started with)")
+        cfg, inp = self.cfg, self.inputs
+        data = PretrainData(inp.ids_dir, inp.langs, cfg.objective, cfg.bptt, cfg.seed, self.vocab_size,
+                            cfg.lang_alpha, slots, [k for k in range(slots) if k % world == rank])
+        for stream in [*data.mono.values(), *data.pairs.values()]:
+            stream._load()  # reads the first row group: catches ids outside the dictionary before training
+        return data
 
     @classmethod
     def create(cls, cfg: Any, inputs: Any, model: torch.nn.Module, rt: Runtime) -> "MaskedLM":
         vocab_size = len(inputs.dictionary)
-        data = PretrainData(inputs.ids_dir, inputs.langs, cfg.objective, cfg.bptt, cfg.seed, vocab_size, cfg.lang_alpha)
-        for stream in [*data.mono.values(), *data.pairs.values()]:
-            stream._load()  # reads the first row group: catches ids outside the dictionary before training
         valid: dict[str, list[Batch]] = {}
         if rt.main:
             for i, lang in enumerate(inputs.langs):
@@ -49,20 +77,17 @@ class MaskedLM(Objective):
                 else:
                     ui.warn(f"no valid split for '{lang}' in {inputs.ids_dir}: it is not validated")
         weights = mask_scores(np.asarray(inputs.dictionary.counts, dtype=np.int64), cfg.sample_alpha)
-        return cls(cfg, data, valid, inputs.langs, vocab_size, weights, rt)
+        return cls(cfg, inputs, valid, inputs.langs, vocab_size, weights, rt)
 
     # ---------------------------------------------------------------- training
     def micro_batches(self, step: int, n: int) -> Iterator[tuple[Batch, torch.Tensor, torch.Tensor, torch.Tensor]]:
-        cfg, rank, world = self.cfg, self.rt.rank, self.rt.world
+        cfg = self.cfg
         for micro in range(n):
-            full = self.data.next_batch(step, micro, cfg.batch_size * world)
-            sl = slice(rank * cfg.batch_size, (rank + 1) * cfg.batch_size)
-            batch = Batch(full.ids[sl], full.langs[sl], None if full.positions is None else full.positions[sl],
-                          None if full.pad_mask is None else full.pad_mask[sl], full.name)
-            gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, micro, rank, 11))
-            inputs, targets, pred = mask_tokens(batch.ids, batch.pad_mask, gen, self.vocab_size, cfg.word_pred,
-                                                tuple(cfg.mask_probs), self.mask_weights)
-            yield batch, inputs, targets, pred
+            for slot, batch in self.data.next_batches(step, micro, cfg.batch_size):
+                gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, micro, slot, 11))
+                inputs, targets, pred = mask_tokens(batch.ids, batch.pad_mask, gen, self.vocab_size, cfg.word_pred,
+                                                    tuple(cfg.mask_probs), self.mask_weights)
+                yield batch, inputs, targets, pred
 
     def _logits(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
         dev = self.rt.device
@@ -73,12 +98,29 @@ class MaskedLM(Objective):
         batch, inputs, targets, pred = mb
         logits = self._logits(model, batch, inputs, pred)
         tgt = targets.to(self.rt.device)[pred.to(self.rt.device)]
-        return F.cross_entropy(logits.float(), tgt), {"tokens": batch.n_tokens * self.rt.world, "batches": batch.name}
+        return F.cross_entropy(logits.float(), tgt), {"tokens": self.global_tokens(batch), "batches": batch.name}
+
+    def global_tokens(self, batch: Batch) -> int:
+        """The tokens of this micro-batch over all processes (slots per process: the global count from this one)."""
+        return batch.n_tokens * (self.data.slots // len(self.data.local))
 
     def state_dict(self) -> dict[str, Any]:
-        return self.data.state()
+        """Every slot's stream position (gathered from all processes: call it on every process)."""
+        state = self.data.state()
+        if self.rt.world > 1:
+            import torch.distributed as dist
+
+            parts: list[Any] = [None] * self.rt.world
+            dist.all_gather_object(parts, state)
+            for p in parts:
+                for key in ("mono", "pairs"):
+                    state[key].update(p[key])
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        slots = int(state.get("slots", 1))
+        if slots != self.data.slots:  # a run keeps the data slots it started with, whatever the world size now
+            self.data = self._data(slots)
         self.data.load_state(state)
 
     # ---------------------------------------------------------------- validation
@@ -88,7 +130,6 @@ class MaskedLM(Objective):
             return None
         model.eval()
         out: dict[str, Any] = {"langs": {}}
-        losses = []
         for lang, batches in self.valid.items():
             nll, correct, n = 0.0, 0, 0
             for i, b in enumerate(batches):
@@ -102,15 +143,8 @@ class MaskedLM(Objective):
                 correct += int((logits.argmax(-1) == tgt).sum())
                 n += int(pred.sum())
             if n:
-                loss = nll / n
-                out["langs"][lang] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / n, "n": n}
-                losses.append(loss)
-        if not losses:
-            return None
-        out["loss"] = float(np.mean(losses))
-        out["ppl"] = math.exp(min(out["loss"], 50.0))
-        out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
-        return out
+                out["langs"][lang] = lang_scores(nll, correct, n)
+        return summarize(out) if out["langs"] else None
 
     def describe(self, m: dict[str, Any]) -> str:
         return f"valid loss {m['loss']:.4f} ppl {m['ppl']:.2f} acc {m['acc']:.3f}"

@@ -1,0 +1,126 @@
+"""The local engine of `xlp prepare` (`--engine local`, the default): this machine's processes.
+
+An engine takes the jobs of a run, (split index, split, first chunk, records to skip) for every split not
+finished yet, and yields (split, chunk, metadata) for each chunk it wrote, in job and chunk order, ending
+each job with its tail chunk (or a chunk that stops the run). How the local engine spreads the work:
+- `--workers 1`: the main process reads and processes every split itself;
+- `--workers N`, at least 2N splits to do: each worker process reads and processes whole splits (N readers);
+  the main process takes each split's chunk files as they appear, in order;
+- `--workers N`, fewer splits (a few files or dumps that cannot be cut, where whole splits would leave
+  workers idle while the longest one finishes): the main process reads the splits and the workers process
+  their chunks (one reader, N processors), with at most 2N chunks in flight.
+The chunk files are the same in every case (a split is cut into chunks the same way wherever it is read).
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Iterator
+
+from xlp_cli.prepare import process
+from xlp_cli.prepare.dedup import HashSet64
+from xlp_cli.prepare.records import SourceOptions, Split
+from xlp_cli.prepare.splits import cut, run_split_to_files
+from xlp_cli.prepare.workdir import chunk_path
+
+Job = tuple[int, Split, int, int]  # split index, split, first chunk, records of the split to skip
+Result = tuple[int, int, dict[str, Any]]  # split index, chunk index, chunk metadata
+
+WORKER_DIED = ("a worker process died (out of memory? killed?); rerun the same command to resume, "
+               "perhaps with fewer --workers")
+
+
+class LocalEngine:
+    def __init__(self, work: Path, opts: SourceOptions, on_error: str, chunk_size: int, workers: int,
+                 init_args: tuple):
+        self.work, self.opts, self.on_error, self.size, self.workers = work, opts, on_error, chunk_size, workers
+        self.init_args = init_args
+        self.pool: ProcessPoolExecutor | None = None
+        self.inflight: collections.deque = collections.deque()
+        self.mode = "inline"
+
+    def start(self, jobs: list[Job], langs: list[str]) -> None:
+        """Set up the text tools here and, for N workers, fork them (before any progress thread starts)."""
+        process.init_worker(*self.init_args)
+        process.warm(langs)  # workers fork with the tools built
+        if self.workers > 1 and jobs:
+            self.mode = "splits" if len(jobs) >= 2 * self.workers else "chunks"
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"),
+                                            initializer=process.init_worker, initargs=self.init_args)
+            self.pool.submit(int).result()
+
+    def hash_set(self) -> HashSet64:
+        """The de-duplication set: in this process."""
+        return HashSet64()
+
+    def results(self, jobs: list[Job]) -> Iterator[Result]:
+        if self.mode == "splits":
+            return self._split_parallel(jobs)
+        return self._chunk_parallel(jobs) if self.mode == "chunks" else self._inline(jobs)
+
+    def _inline(self, jobs: list[Job]) -> Iterator[Result]:
+        for s, split, k0, start in jobs:
+            for k, (tasks, n, more) in enumerate(cut(split, self.opts, self.on_error, self.size, start), k0):
+                yield s, k, process.process_to_file(tasks, str(chunk_path(self.work, s, k)), n, **more)
+
+    def _chunk_parallel(self, jobs: list[Job]) -> Iterator[Result]:
+        assert self.pool is not None
+        for s, split, k0, start in jobs:
+            for k, (tasks, n, more) in enumerate(cut(split, self.opts, self.on_error, self.size, start), k0):
+                path = str(chunk_path(self.work, s, k))
+                self.inflight.append((s, k, self.pool.submit(process.process_to_file, tasks, path, n, **more)))
+                while len(self.inflight) >= 2 * self.workers:
+                    s_, k_, fut = self.inflight.popleft()
+                    yield s_, k_, fut.result()
+        while self.inflight:
+            s_, k_, fut = self.inflight.popleft()
+            yield s_, k_, fut.result()
+
+    def _split_parallel(self, jobs: list[Job]) -> Iterator[Result]:
+        assert self.pool is not None
+        todo = iter(jobs)
+
+        def submit() -> None:
+            job = next(todo, None)
+            if job is not None:
+                self.inflight.append((job, self.pool.submit(run_split_to_files, job, str(self.work), self.opts,
+                                                            self.on_error, self.size)))
+
+        for _ in range(2 * self.workers):
+            submit()
+        while self.inflight:
+            (s, _, k, _), fut = self.inflight[0]
+            while True:  # follow the split's chunk files as its worker writes them, so finalizing keeps up
+                path = chunk_path(self.work, s, k)
+                if path.is_file():
+                    meta = process.chunk_meta(path)
+                    yield s, k, meta
+                    k += 1
+                    if meta.get("tail"):
+                        break
+                elif fut.done():
+                    metas = fut.result()  # (raises BrokenProcessPool if a worker died)
+                    first = k - self.inflight[0][0][2]
+                    for meta in metas[first:]:  # the rest, and a last chunk that was not written
+                        yield s, k, meta
+                        k += 1
+                    break
+                else:
+                    wait([fut], timeout=0.02)
+            self.inflight.popleft()
+            submit()
+
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers; with `abort` (the run failed) without waiting for the splits they are reading
+        (their chunk files so far are kept work; a temp file of a killed write is removed by the rerun)."""
+        if self.pool is not None:
+            for item in self.inflight:
+                item[-1].cancel()
+            if abort and self.mode == "splits":
+                for proc in list(getattr(self.pool, "_processes", {}).values()):
+                    proc.terminate()
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None

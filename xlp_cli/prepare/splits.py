@@ -1,0 +1,146 @@
+"""One input split -> its chunks: read the split's records, turn them into tasks, cut them into chunks.
+
+This is the reader's side of `xlp prepare`, the same wherever it runs: the main process (--workers 1, or
+fewer splits than workers), a local worker process, or a Ray task. A split's records are cut into chunks
+of about `--chunk-size` records (a `RawPage` weighs about its number of paragraphs, 1 + len(wikitext) //
+500, so that chunks of pages take about as long as others). Each chunk carries, in its metadata:
+- `end`: the position in the split's record stream after it (a resumed split skips that many records);
+- `problems` / `warnings`: what the reader reported while reading the chunk's records (`CollectedErrors`),
+  which the main process reports in stream order; `fatal`: a problem that stopped the reader;
+- `tail`: set on the last chunk of a split (possibly empty), with `facts` (what `read_split` returned).
+  A split is finished when its chunk files 0..k hold a tail chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+
+from xlp_cli.errors import XlpError
+from xlp_cli.prepare import process
+from xlp_cli.prepare.records import (CollectedErrors, ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions,
+                                     Split, unpair)
+from xlp_cli.text.langs import safe_folder_name
+
+# how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
+# paragraph per 220-1,100 characters of wikitext)
+_PAGE_CHARS = 500
+
+
+@functools.lru_cache(maxsize=4096)
+def folder_ok(lang: str) -> bool:
+    return safe_folder_name(lang)
+
+
+def to_task(rec: Mono | Pair, errors: ErrorPolicy) -> tuple | None:
+    if type(rec) is Mono:
+        if not folder_ok(rec.lang):
+            errors.bad(f"language code {rec.lang!r} cannot name an output folder", path=rec.origin)
+            return None
+        return ("m", rec.lang, rec.text, rec.source)
+    l1, l2, t1, t2 = rec.lang1, rec.lang2, rec.text1, rec.text2
+    for lang in (l1, l2):
+        if not folder_ok(lang):
+            errors.bad(f"language code {lang!r} cannot name an output folder", path=rec.origin)
+            return None
+    if l1 == l2:
+        errors.bad(f"a parallel record needs two languages, both sides are {l1!r}", path=rec.origin)
+        return None
+    if l1 > l2:
+        l1, l2, t1, t2 = l2, l1, t2, t1
+    return ("p", l1, l2, t1, t2, rec.source)
+
+
+def page_task(page: RawPage, errors: ErrorPolicy) -> tuple[tuple | None, int]:
+    """(task for the workers, records counted here). A page whose language cannot name a folder is expanded
+    here so that each of its paragraphs is reported (and counted) as a Mono would be."""
+    if folder_ok(page.lang):
+        return ("w", page.lang, page.text, page.source, page.path, page.position, page.extract, page.context), 0
+    try:
+        monos = page.monos()
+    except RecordProblem as e:
+        errors.bad(str(e), path=page.path, position=page.position)
+        return None, 0
+    for m in monos:
+        to_task(m, errors)
+    return None, len(monos)
+
+
+def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int = 0
+        ) -> Iterator[tuple[list[tuple], int, dict[str, Any]]]:
+    """(tasks, records, extra metadata) per chunk of the split, skipping its first `start` records (finished
+    by an interrupted run). The last chunk has `tail` (and `fatal` if a problem stopped the reader)."""
+    from xlp_cli.prepare.sources import read_split
+
+    errors = CollectedErrors(on_error)
+    facts: dict[str, Any] = {}
+    chunk: list[tuple] = []
+    index = n = weight = 0  # stream position; this chunk's records (not pages) and weight
+
+    def extra(**more: Any) -> dict[str, Any]:
+        problems, warnings = errors.take()
+        return {"problems": problems, "warnings": warnings, **more}
+
+    def records() -> Iterator:
+        facts.update((yield from read_split(split, opts, errors)) or {})
+
+    try:
+        for rec in records():
+            index += 1
+            if index <= start:
+                if index == start:
+                    errors.take()  # reported with the finished chunks already
+                continue
+            if type(rec) is RawPage:
+                t, counted = page_task(rec, errors)
+                n += counted
+                weight += 1 + len(rec.text) // _PAGE_CHARS
+            else:
+                if opts.unpair_keep is not None and type(rec) is Pair:
+                    rec = unpair(rec, opts.unpair_keep)  # --unpair: one side of each pair
+                t = to_task(rec, errors)
+                n += 1
+                weight += 1
+            if t is not None:
+                chunk.append(t)
+            if weight >= size:
+                yield chunk, n, extra(end=index)
+                chunk, n, weight = [], 0, 0
+    except XlpError as e:  # a problem that stops the run (on_error raise, or fatal): the main process raises it
+        yield chunk, n, extra(end=index, tail=True, fatal=[type(e).__name__, e.message, e.path, e.position])
+        return
+    yield chunk, n, extra(end=index, tail=True, facts=facts)
+
+
+def run_split(split: Split, opts: SourceOptions, on_error: str, size: int, start_chunk: int, start: int,
+              emit: Callable[[int, dict[str, Any], pa.Table | None], None]) -> int:
+    """Read and process a whole split (in this process), giving each chunk `k` (from `start_chunk`) to `emit`
+    with its metadata and table (None: not written, the run stops there). Returns the number of chunks."""
+    k = start_chunk
+    for tasks, n, more in cut(split, opts, on_error, size, start):
+        meta, table = process.process_to_table(tasks, n, **more)
+        emit(k, meta, table)
+        k += 1
+        if table is None:
+            break
+    return k - start_chunk
+
+
+def run_split_to_files(job: tuple[int, Split, int, int], work: str, opts: SourceOptions, on_error: str,
+                       size: int) -> list[dict[str, Any]]:
+    """`run_split` in a local worker process: chunk files in `work`; returns the chunks' metadata."""
+    from xlp_cli.prepare.workdir import chunk_path
+
+    s, split, start_chunk, start = job
+    metas: list[dict[str, Any]] = []
+
+    def emit(k: int, meta: dict[str, Any], table: pa.Table | None) -> None:
+        if table is not None:
+            process.write_chunk(chunk_path(Path(work), s, k), table)
+        metas.append(meta)
+
+    run_split(split, opts, on_error, size, start_chunk, start, emit)
+    return metas
