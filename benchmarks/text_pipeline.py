@@ -39,8 +39,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / ".bench"
 PY = sys.executable
-XLP = str(Path(PY).with_name("xlp"))  # --xlp-root DIR: `python -m xlp_cli.cli` from another source tree instead
-DATA = Path(os.environ.get("XLP_DATA_DIR", ROOT.parent / "shared" / "data"))
+XLP = str(Path(PY).with_name("xlp"))  # --xlp-root DIR: `python -m xlp_cli` from another source tree instead
+DATA = Path(os.environ.get("XLP_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()  # commands may run elsewhere
 REF = ROOT.parent / "shared" / "tools" / "reference"
 TOK = REF / "mosesdecoder" / "scripts" / "tokenizer"
 LOWER = REF / "XLM" / "tools" / "lowercase_and_remove_accent.py"
@@ -209,7 +209,8 @@ def bpe_apply(ref_xlm: Path, work: Path, fast: Path) -> dict:
     f = run_measured(f"{fast} applybpe {work}/apply.fast {ref_xlm} {CODES} {VOCAB} 2>/dev/null")
     x = run_measured(f"{XLP} bpe apply --codes {CODES} --vocab {VOCAB} {ref_xlm} {work}/apply.xlp 2>/dev/null")
     same = (work / "apply.fast").read_bytes() == (work / "apply.xlp").read_bytes()
-    return {"fast": f, "xlp": x, "ratio": round(f["wall"] / x["wall"], 2), "identical": same,
+    return {"fast": f, "xlp": x, "ratio": round(f["wall"] / x["wall"], 2), "ratio_cpu": round(f["cpu"] / x["cpu"], 2),
+            "identical": same,
             "mb": round(ref_xlm.stat().st_size / 1e6, 2)}
 
 
@@ -224,7 +225,10 @@ def main() -> None:
     global XLP, CWD
     if args.xlp_root:  # run from inside that tree: `python -m` and `-c` put the working directory first on sys.path
         CWD = args.xlp_root.resolve()
-        XLP = f"{PY} -m xlp_cli.cli"
+        if not (CWD / "xlp_cli").is_dir():
+            raise SystemExit(f"--xlp-root {args.xlp_root}: no xlp_cli/ there")
+        main_mod = "xlp_cli" if (CWD / "xlp_cli" / "__main__.py").is_file() else "xlp_cli.cli"  # (older trees)
+        XLP = f"{PY} -m {main_mod}"
     for p in (TOK / "tokenizer.perl", LOWER, CODES, VOCAB):
         if not p.is_file():
             raise SystemExit(f"missing {p}: the reference tools and XLM's codes are needed")
@@ -233,7 +237,9 @@ def main() -> None:
     fast = build_fast()
     work = BENCH / "text" / "work"
     work.mkdir(parents=True, exist_ok=True)
-    results: dict = {"machine": {"cpus": os.cpu_count()}, "langs": {}}
+    results: dict = {"machine": {"cpus": os.cpu_count(), "load_start": os.getloadavg()}, "langs": {}}
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} "
+          f"(ratios of CPU seconds are less sensitive to other load than wall-clock ratios)", flush=True)
     for lang in args.langs.split(","):
         src = make_input(lang, args.mb, 1)
         mb = round(src.stat().st_size / 1e6, 2)
@@ -247,10 +253,11 @@ def main() -> None:
                     best[k] = v
         same = same_subwords(work / f"prep.{lang}", ref_bpe)
         r = {"mb": mb, "reference": best["reference"], "xlp": best["xlp"], "same_subwords": same,
-             "ratio": round(best["reference"]["wall"] / best["xlp"]["wall"], 2)}
+             "ratio": round(best["reference"]["wall"] / best["xlp"]["wall"], 2),
+             "ratio_cpu": round(best["reference"]["cpu"] / best["xlp"]["cpu"], 2)}
         print(f"  end to end: reference {r['reference']['wall']} s (CPU {r['reference']['cpu']} s, RSS {r['reference']['peak_rss_mb']} MB), "
               f"xlp {r['xlp']['wall']} s (CPU {r['xlp']['cpu']} s, RSS {r['xlp']['peak_rss_mb']} MB, PSS {r['xlp']['peak_pss_mb']} MB): "
-              f"{r['ratio']}x, same subwords: {same}", flush=True)
+              f"{r['ratio']}x wall, {r['ratio_cpu']}x CPU; load {r['xlp']['load_before']}; same subwords: {same}", flush=True)
         r["tokenizer"] = tokenizer_alone(lang, src, work)
         t = r["tokenizer"]
         print(f"  tokenizer alone, 1 core, CPU s: perl {t['perl']['cpu']}, xlp text {t['xlp_cli']['cpu']} ({t['ratio_cpu_cli']}x), "
@@ -259,7 +266,7 @@ def main() -> None:
         r["bpe_apply"] = bpe_apply(work / f"ref.{lang}.xlm", work, fast)
         b = r["bpe_apply"]
         print(f"  bpe apply ({b['mb']} MB): fast {b['fast']['wall']} s (CPU {b['fast']['cpu']} s), xlp {b['xlp']['wall']} s "
-              f"(CPU {b['xlp']['cpu']} s): {b['ratio']}x, identical: {b['identical']}", flush=True)
+              f"(CPU {b['xlp']['cpu']} s): {b['ratio']}x wall, {b['ratio_cpu']}x CPU, identical: {b['identical']}", flush=True)
         if not args.no_4x:
             big = make_input(lang, args.mb, 4)
             r["xlp_4x"] = xlp_prepare(lang, big, work / f"prep4.{lang}")

@@ -122,3 +122,13 @@ def test_bpe_filter_reproduces_xlm_parity_vectors(tmp_path):
     res = xlp("bpe", "apply", "--codes", xlm / "codes_xnli_15", "--vocab", xlm / "vocab_xnli_15", src, out)
     assert res.returncode == 0, res.stderr
     assert out.read_bytes() == b"".join((parity / lang / "bpe.txt").read_bytes() for lang in langs)
+
+
+def test_filter_commands_start_without_torch():
+    """A line filter in a shell script starts in well under a second: building the CLI (every stage's and task's
+    flags) never imports torch (~3 s of CPU and ~300 MB per process), only running a model stage does."""
+    code = ("import sys; from xlp_cli import cli, stages; from xlp_cli.tasks import common; "
+            "[common.EVALUATE.fields(), common.FINETUNE.fields()]; "
+            "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]", res.stdout
