@@ -27,6 +27,9 @@ STAGES: dict[str, Stage] = {
     "prepare": Stage(("prepare",), "xlp_cli.prepare.config:PrepareConfig", "xlp_cli.prepare.run:run", "prepare",
                      "Extract, clean, normalize, tokenize and split raw text into Parquet shards.",
                      "xlp_cli.prepare.run:print_summary"),
+    "text": Stage(("text",), "xlp_cli.text.config:TextConfig", "xlp_cli.text.filter:run", None,
+                  "Clean, normalize, tokenize and lowercase text lines (stdin or INPUT) into OUTPUT: a drop-in for "
+                  "XLM's tokenize.sh.", "xlp_cli.text.filter:print_summary", in_recipes=False),
     "bpe": Stage(("bpe", "learn"), "xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "bpe-learn",
                  "Learn BPE merge codes (fastBPE format) or a SentencePiece model from a prepared train split."),
     "bpe-apply": Stage(("bpe", "apply"), "xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply", "bpe-apply",

@@ -7,16 +7,21 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 
 from __future__ import annotations
 
+import ctypes
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from xlp_cli import artifacts, layout, outdir, ui
 from xlp_cli.bpe import corpus
-from xlp_cli.bpe.codes import BpeCodec, check_vocab_matches_codes, learn_merges, read_codes, read_vocab, subword_counts, write_codes, write_vocab
+from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
@@ -145,22 +150,22 @@ def _learn_spm(cfg, sources, plan, out: Path):
 def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
     """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
     if cfg.codes is not None:
-        merges = read_codes(cfg.codes)
+        if not Path(cfg.codes).is_file():
+            raise BadInput("no such codes file", path=cfg.codes)
         if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
             sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
             if sibling != Path(cfg.codes) and sibling.is_file():
                 cfg.vocab = sibling
-        info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
-                                "codes_sha256": artifacts.sha256_file(cfg.codes)}
-        if cfg.vocab is not None:
-            vocab = read_vocab(cfg.vocab)
-            check_vocab_matches_codes(merges, vocab, cfg.vocab)
-            info.update(vocab=str(Path(cfg.vocab).resolve()), vocab_sha256=artifacts.sha256_file(cfg.vocab))
-            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
-        else:
+        if cfg.vocab is None:
             raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
                            path=cfg.codes)
-        return Tokenizer("fastbpe", dico, BpeCodec(cfg.codes, cfg.vocab, check=False)), info, [], {}
+        with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
+            codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
+            info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
+                                    "codes_sha256": artifacts.sha256_file(cfg.codes),
+                                    "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": artifacts.sha256_file(cfg.vocab)}
+            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
+            return Tokenizer("fastbpe", dico, codec.result()), info, [], {}
     if cfg.spm_model is not None:
         raise BadInput("--spm-model alone has no dictionary; use the output folder of `xlp bpe learn --tokenizer sentencepiece`",
                        path=cfg.spm_model)
@@ -178,10 +183,17 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
 
 @outdir.scoped
 def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
+    if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
+        from xlp_cli.bpe.filter import apply_filter
+
+        return apply_filter(cfg)
     t0 = time.time()
+    _release_memory()  # (inside `xlp prepare`: what the prepare step freed)
+    pa.set_memory_pool(pa.system_memory_pool())  # malloc gives back what the batches free; mimalloc keeps it
     prep, prep_m = _prepare(cfg.data)
     config = to_dict(cfg)
-    config.pop("force")
+    for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
+        config.pop(key.replace("_", "-"))
     out = Path(cfg.out)
     tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
     prep_text = {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
@@ -217,12 +229,13 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
                     shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows)
                     n_tok = sum(len(c.combine_chunks().values) for c in table.columns)
                     u = 0
+                    n_rows = table.num_rows
                 else:
-                    table, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows)
-                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows, artifacts.write_shard(
-                        dest, table, stage=APPLY_STAGE, **layout.partition_of(rel)))
+                    sha, n_rows, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows, dest,
+                                                         layout.partition_of(rel))
+                    shards_out[str(rel)] = artifacts.shard_entry(dest, n_rows, sha)
                 counts.setdefault(f.split, {}).setdefault(f.name, 0)
-                counts[f.split][f.name] += table.num_rows
+                counts[f.split][f.name] += n_rows
                 tokens.setdefault(f.split, {}).setdefault(f.name, 0)
                 tokens[f.split][f.name] += n_tok
                 unks += u
@@ -261,34 +274,99 @@ def _copy_tokenizer(info: dict[str, Any], out: Path) -> dict[str, Any]:
     return info
 
 
-def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int) -> tuple[pa.Table, int, int]:
+ROW_GROUP = 64 * 1024  # rows per row group, as artifacts.write_shard writes them
+
+
+def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[str], batch_rows: int,
+                     schema: pa.Schema) -> Iterator[tuple[pa.Table, int, int]]:
+    """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard."""
     col = tok.column
-    cols = ["id", "lang1", "lang2", col + "1", col + "2"] if pair else ["id", "lang", col]
-    pieces: dict[str, list] = {c: [] for c in cols}
-    subs: dict[str, list[str]] = {}
-    ids: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    names = ["1", "2"] if pair else [""]
-    for batch in artifacts.iter_batches([shard], columns=cols, batch_size=batch_rows):
-        d = batch.to_pydict()
-        for c in cols[: len(cols) - len(names)]:
-            pieces[c].extend(d[c])
+    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
+                                                    use_threads=False):  # (threads: more memory, no speed here)
+        arrays = {c: batch.column(c) for c in keep}
+        n_tok = unk = 0
         for s in names:
-            lines = [x or "" for x in d[col + s]]
-            sub, flat, offsets = tok.encode(lines)
-            subs.setdefault(s, []).extend(sub)
-            ids.setdefault(s, []).append((flat, offsets))
-    out: dict[str, pa.Array] = {c: pa.array(pieces[c], pa.string()) for c in cols[: len(cols) - len(names)]}
-    n_tok = unk = 0
+            text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
+            arrays["text" + s], arrays["ids" + s] = text, ids
+            values = ids.values.to_numpy(zero_copy_only=False)
+            n_tok += len(values)
+            unk += int(np.count_nonzero(values == UNK_ID))
+        yield pa.table(arrays, schema=schema), n_tok, unk
+
+
+def _ahead(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """`items`, produced by a thread up to `depth` ahead (reading and segmenting run without the GIL while
+    the caller compresses and writes). The thread stops when the caller does."""
+    q: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as e:  # handed to the consumer
+            put(e)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest: Path,
+                 partition: dict[str, str]) -> tuple[str, int, int, int]:
+    """Write the id shard of one text shard, a row group at a time (the same bytes as write_shard of the whole
+    table, layout.py's key-value metadata with `partition` included). -> (sha256, rows, tokens, unknown tokens)."""
+    keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
+    names = ["1", "2"] if pair else [""]
+    fields = [(c, pa.string()) for c in keep]
     for s in names:
-        flat = np.concatenate([v for v, _ in ids[s]]) if ids[s] else np.empty(0, np.int32)
-        offs = [np.zeros(1, np.int32)]
-        base = 0
-        for v, o in ids[s]:
-            offs.append(o[1:] + base)
-            base += len(v)
-        offsets = np.concatenate(offs).astype(np.int32)
-        out["text" + s] = pa.array(subs.get(s, []), pa.string())
-        out["ids" + s] = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
-        n_tok += len(flat)
-        unk += int(np.count_nonzero(flat == UNK_ID))
-    return pa.table(out), n_tok, unk
+        fields += [("text" + s, pa.string()), ("ids" + s, pa.list_(pa.int32()))]
+    schema = pa.schema(fields, metadata=layout.shard_metadata(APPLY_STAGE, [f[0] for f in fields], **partition))
+    pending: list[pa.Table] = []
+    rows = n_tok = unk = 0
+    with artifacts.atomic_path(dest) as tmp, pq.ParquetWriter(tmp, schema, compression=artifacts.PARQUET_COMPRESSION) as w:
+        def write(final: bool) -> None:
+            table = pa.concat_tables(pending) if pending else schema.empty_table()
+            while table.num_rows >= ROW_GROUP or (final and table.num_rows):
+                w.write_table(table.slice(0, ROW_GROUP).combine_chunks(), row_group_size=ROW_GROUP)
+                table = table.slice(ROW_GROUP)
+            pending[:] = [table] if table.num_rows else []
+
+        for table, t, u in _ahead(_encoded_batches(tok, shard, keep, names, batch_rows, schema)):
+            pending.append(table)
+            rows, n_tok, unk = rows + table.num_rows, n_tok + t, unk + u
+            if sum(x.num_rows for x in pending) >= ROW_GROUP:
+                write(False)
+        write(True)
+    pending.clear()
+    _release_memory()
+    return artifacts.sha256_file(dest), rows, n_tok, unk
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system: Arrow's default pool (mimalloc) and glibc's malloc keep it, and
+    a shard's batches would otherwise stay in the process's RSS for the rest of the run."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
