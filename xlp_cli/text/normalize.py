@@ -21,7 +21,10 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-import re._parser as _sre
+try:  # CPython's own regex parser: private, stable in 3.11 (pinned: requires-python <3.12); tests/test_deps.py
+    import re._parser as _sre
+except ImportError:  # pragma: no cover  (only the speed-up is lost: every substitution is tried)
+    _sre = None  # type: ignore[assignment]
 
 from sacremoses import MosesPunctNormalizer
 
@@ -54,6 +57,8 @@ class PunctNormalizer:
 
 def _step(pattern: str, sub: str) -> tuple[str, re.Pattern | None, str]:
     """(trigger, compiled regex or None for a literal, replacement): apply only if `trigger in text`."""
+    if _sre is None:
+        return "", re.compile(pattern), sub
     items = list(_sre.parse(pattern))
     if "\\" not in sub and items and all(op is _sre.LITERAL for op, _ in items):
         return "".join(chr(av) for _, av in items), None, sub

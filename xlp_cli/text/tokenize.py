@@ -19,7 +19,10 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import re._parser as _sre
+try:  # CPython's own regex parser: private, stable in 3.11 (pinned: requires-python <3.12); tests/test_deps.py
+    import re._parser as _sre
+except ImportError:  # pragma: no cover  (only the speed-up is lost: every substitution is tried)
+    _sre = None  # type: ignore[assignment]
 from typing import Callable
 
 import regex
@@ -33,7 +36,7 @@ MODES = ("moses", "xlm", "none")
 def _trigger(rx) -> str:
     """A character string that every match of `rx` contains ("" if none is known): a substitution whose
     trigger does not occur in the text cannot change it and is skipped."""
-    if not isinstance(rx, re.Pattern):
+    if _sre is None or not isinstance(rx, re.Pattern):
         return ""
     for op, av in _sre.parse(rx.pattern):
         if op is _sre.LITERAL:
