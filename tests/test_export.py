@@ -182,3 +182,41 @@ def test_export_refuses_what_is_not_a_pretrain_run_and_resumes(chain, tmp_path):
     m = artifacts.read_manifest(tmp_path / "z", stage="export")
     assert m["outputs"]["model.safetensors"]["sha256"] == artifacts.sha256_file(tmp_path / "z" / "model.safetensors")
     assert np.all([not p.name.startswith(".") or p.name.startswith(".xlp") for p in (tmp_path / "z").iterdir()])
+
+
+@pytest.mark.integration
+def test_tokenizer_json_of_xlm15_bpe_on_real_sentences(shared_data):
+    """XLM-15's released BPE (codes_xnli_15, vocab_xnli_15, max_vocab 95000) on 300 real Multi30k sentences per
+    language: tokenizer.json, fed Moses-tokenized *cased* text (its normalizer does `--lowercase xlm`), gives xlp's
+    ids wherever fastBPE's vocab limit does not split a subword again; the agreement rate is printed."""
+    import gzip
+
+    from xlp_cli.bpe.codes import BpeCodec
+    from xlp_cli.export import hf_tokenizer
+    from xlp_cli.text.pipeline import TextPipeline
+
+    codes, vocab = shared_data / "xlm_bpe_xnli15" / "codes_xnli_15", shared_data / "xlm_bpe_xnli15" / "vocab_xnli_15"
+    dico = Dictionary.read(vocab, max_vocab=95000)
+    spec, notes, extra = hf_tokenizer.build(codes, list(dico.words), "xlm")
+    tok = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    limited, unlimited = BpeCodec(codes, vocab), BpeCodec(codes, None)
+    cased = TextPipeline.from_config({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "none"})
+    lower = TextPipeline.from_config({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "xlm"})
+    n = same = untouched = 0
+    for lang in ("en", "de", "fr"):
+        with gzip.open(shared_data / "multi30k" / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
+            raw = [cased.raw(next(f).rstrip("\n")) for _ in range(300)]
+        want_text = lower.process_batch(raw, lang)
+        subs, flat, offsets = limited.encode_lines(want_text, dico.index, 3)
+        got = tok.encode_batch(cased.process_batch(raw, lang))
+        for i, enc in enumerate(got):
+            want = [1, *flat[offsets[i]: offsets[i + 1]].tolist(), 1]
+            as_xlp = [t if t < len(dico) else 3 for t in enc.ids]
+            n += 1
+            same += as_xlp == want
+            if unlimited.apply_lines([want_text[i]]) == [subs[i]]:
+                untouched += 1
+                assert as_xlp == want, want_text[i]
+    print(f"XLM-15 BPE, Multi30k en/de/fr: tokenizer.json == xlp on {same}/{n} sentences "
+          f"({untouched} untouched by the vocab limit); {extra} merge results added after dict.txt")
+    assert untouched > 0.9 * n
