@@ -89,12 +89,15 @@ def test_the_private_regex_parser_is_there_and_only_a_speed_up(monkeypatch):
     text = [line for line in (REPO / "tests" / "fixtures" / "prepare" / "news.en.txt").read_text().splitlines()]
     text += ["« Il a dit , « bonjour » ! » 1,5 %", "Don't  stop 's   „quoted“ …"]
     fast = normalize.PunctNormalizer("en")
-    fast_tok = [tokenize._MosesTokenizer("en").fast_tokenize(t) for t in text]
+    moses = tokenize._MosesTokenizer("en")  # (built once: sacremoses' constructor is slow)
+    fast_tok = [moses.fast_tokenize(t) for t in text]
     monkeypatch.setattr(normalize, "_sre", None)
     monkeypatch.setattr(tokenize, "_sre", None)
     slow = normalize.PunctNormalizer("en")
     assert [fast(t) for t in text] == [slow(t) for t in text]
-    assert fast_tok == [tokenize._MosesTokenizer("en").fast_tokenize(t) for t in text]
+    moses._middle = [(tokenize._trigger(rx), rx, sub) for _, rx, sub in moses._middle]  # what __init__ would do
+    assert {t for t, _, _ in moses._middle} == {""}
+    assert fast_tok == [moses.fast_tokenize(t) for t in text]
 
 
 def test_mwparserfromhell_c_tokenizer_matches_its_python_tokenizer():

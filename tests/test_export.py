@@ -7,8 +7,12 @@ with every weight perturbed (so an identity-initialised XLP projection cannot hi
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +23,10 @@ import torch
 from tests.conftest import FIXTURES, run_cli
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if "transformers" not in sys.modules:  # remote code is copied here, not into ~/.cache
+    _modules = tempfile.mkdtemp(prefix="xlp-hf-modules-")
+    atexit.register(shutil.rmtree, _modules, True)
+    os.environ.setdefault("HF_MODULES_CACHE", _modules)
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 

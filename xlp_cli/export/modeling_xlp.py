@@ -33,35 +33,43 @@ class XlpConfig(PretrainedConfig):
         super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id, **kwargs)
 
 
-class _Additive(nn.Module):
+class _NoEncoding(nn.Module):
+    """The identity; each encoding overrides `words` (before positions are added) and/or `positions` (after)."""
     prefix = 0
 
     def __init__(self, c):
         super().__init__()
-        self.lang_emb = nn.Embedding(max(1, len(c.langs)), c.d_model)
 
     def words(self, x, langs, embed):
         return x
+
+    def positions(self, x, langs):
+        return x
+
+
+class _Additive(_NoEncoding):
+    def __init__(self, c):
+        super().__init__(c)
+        self.lang_emb = nn.Embedding(max(1, len(c.langs)), c.d_model)
 
     def positions(self, x, langs):
         return x + self.lang_emb(langs)
 
 
-class _Attaching(_Additive):
+class _Attaching(_NoEncoding):
     prefix = 1
+
+    def __init__(self, c):
+        super().__init__(c)
+        self.lang_emb = nn.Embedding(max(1, len(c.langs)), c.d_model)
 
     def words(self, x, langs, embed):
         return torch.cat([self.lang_emb(langs[:, :1]), x], dim=1)
 
-    def positions(self, x, langs):
-        return x
 
-
-class _Xlp(nn.Module):
-    prefix = 0
-
+class _Xlp(_NoEncoding):
     def __init__(self, c):
-        super().__init__()
+        super().__init__(c)
         n, d = max(1, len(c.langs)), c.d_model
         self.weight = nn.Parameter(torch.eye(d).repeat(n, 1, 1))
         self.bias = nn.Parameter(torch.zeros(n, d)) if c.xlp_bias else None
@@ -73,13 +81,10 @@ class _Xlp(nn.Module):
             out = torch.where((langs == lang)[..., None], y, out)
         return out
 
-    def positions(self, x, langs):
-        return x
 
-
-class _Vle(nn.Module):
+class _Vle(_NoEncoding):
     def __init__(self, c):
-        super().__init__()
+        super().__init__(c)
         n, d = max(1, len(c.langs)), c.d_model
         self.sizes, self.padding = list(c.vle_sizes), c.vle_style == "padding"
         self.prefix = int(self.padding)
@@ -93,22 +98,6 @@ class _Vle(nn.Module):
         if self.padding:
             return torch.cat([e_v[langs[:, :1]], x], dim=1)
         return x + e_v[langs]
-
-    def positions(self, x, langs):
-        return x
-
-
-class _NoEncoding(nn.Module):
-    prefix = 0
-
-    def __init__(self, c):
-        super().__init__()
-
-    def words(self, x, langs, embed):
-        return x
-
-    def positions(self, x, langs):
-        return x
 
 
 ENCODINGS = {"none": _NoEncoding, "additive": _Additive, "attaching": _Attaching, "xlp": _Xlp, "vle": _Vle}
