@@ -133,6 +133,7 @@ def test_hf_round_trip_gives_the_xlp_logits(chain, name):
     keep, v = ~pad, want.shape[-1]
     extra = conf["vocab_size"] - v  # merge results tokenizer.json needs beyond dict.txt: never predicted
     assert got.shape == (*want.shape[:2], v + extra)
+    print(f"{name}: max |logit difference| {float((got[keep][:, :v] - want[keep]).abs().max()):.2e}")
     torch.testing.assert_close(got[keep][:, :v], want[keep], atol=1e-5, rtol=1e-5)
     assert extra >= 0 and bool((got[keep][:, v:] < -1e3).all())
     torch.testing.assert_close(got_hidden[keep], hidden[keep], atol=1e-5, rtol=1e-5)
