@@ -4,8 +4,8 @@ reads only one (docs/architecture.md, "Several --data folders").
     given_outputs(data, "prepare")        -> the distinct folders among `data` that are `xlp prepare` outputs
     only_one(data, "bpe-apply", "xlp pretrain")   BadInput when `data` names two or more of them
 
-Only the folders named on the command line count (and the bpe/ids folders that `xlp prepare --bpe-codes` keeps
-inside its own), never the folders their `upstream` links lead to: `--data IDS --data VOCAB` names one `bpe apply`
+Only the folders named on the command line count (and the bpe/ids folders that `xlp prepare --bpe-codes` links
+from its manifest), never the folders their `upstream` links lead to: `--data IDS --data VOCAB` names one `bpe apply`
 output, VOCAB's upstream link to IDS notwithstanding.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, layout
 from xlp_cli.errors import BadInput
 
 
@@ -32,7 +32,7 @@ def given_outputs(data: list[Path], stage: str) -> list[Path]:
         outputs = m.get("outputs") if isinstance(m.get("outputs"), dict) else {}
         for key in ("ids", "bpe"):
             if not hits and isinstance(outputs.get(key), str):
-                inner = artifacts.inside(d, outputs[key], f"outputs.{key}", Path(d) / artifacts.MANIFEST)
+                inner = layout.linked_folder(Path(d), outputs[key], f"outputs.{key}", Path(d) / artifacts.MANIFEST)
                 hits = [inner] if _stage_of(inner) == stage else []
         for h in hits:
             if h.resolve() not in [f.resolve() for f in found]:
