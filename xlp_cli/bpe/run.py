@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, layout, outdir, ui
+from xlp_cli import artifacts, datadirs, layout, outdir, ui
 from xlp_cli.bpe import corpus
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -34,13 +34,27 @@ APPLY_STAGE = "bpe-apply"
 TEXT_KEYS = ("clean", "lowercase", "case", "tokenize", "tokenizer", "normalize", "accents", "remove_accents", "segmenter")
 
 
-def _prepare(data: list[Path]) -> tuple[Path, dict[str, Any]]:
-    found = artifacts.find_upstream(data, "prepare")
-    if found is None:
+def _prepares(data: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """The `xlp prepare` outputs to read: every --data folder that is one (merged), else the one upstream of
+    --data. Their text settings must agree (codes learned on one kind of `text` do not fit another)."""
+    given = datadirs.given_outputs(data, "prepare")
+    found = [artifacts.find_upstream([d], "prepare") for d in given] or [artifacts.find_upstream(data, "prepare")]
+    if found[0] is None:
         for d in data:
             artifacts.read_manifest(d)  # a missing folder / manifest gets its own precise message
         raise BadInput("no `xlp prepare` output among --data (nor upstream of it)", path=data[0])
-    return found
+    preps = [f for f in found if f is not None]
+    first = _text_config(preps[0][1])
+    for path, m in preps[1:]:
+        clash = sorted(k for k in set(first) | set(_text_config(m)) if first.get(k) != _text_config(m).get(k))
+        if clash:
+            raise BadInput(f"prepared with other text settings than {preps[0][0]} ({', '.join(clash)}); "
+                           "folders merged by --data must share them", path=path)
+    return preps
+
+
+def _text_config(prep_m: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
 
 
 def _upstream(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -60,13 +74,14 @@ TOKENIZER_FILES = {"codes": "codes", "vocab": "vocab", "model": "spm.model"}  # 
 @outdir.scoped
 def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     t0 = time.time()
-    prep, prep_m = _prepare(cfg.data)
+    preps = _prepares(cfg.data)
+    prep, prep_m = preps[0]
     config = to_dict(cfg)
     config.pop("force")
     out = Path(cfg.out)
     # check the input before touching --out, so that bad input leaves nothing behind
     column = "raw" if cfg.tokenizer == "sentencepiece" else "text"
-    sources = corpus.language_sources(prep, cfg.split, cfg.lang, cfg.parallel, column)
+    sources = corpus.merged_sources([p for p, _ in preps], cfg.split, cfg.lang, cfg.parallel, column)
     n = {lang: corpus.rows([s for s, _ in shards]) for lang, shards in sources.items()}
     empty = [l for l, k in n.items() if k == 0]
     if empty:
@@ -93,11 +108,11 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
         "merges": n_merges, "dictionary_size": len(dico), "seconds": round(time.time() - t0, 2),
     }
     manifest = artifacts.new_manifest(
-        LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(prep, prep_m)],
+        LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(p, m) for p, m in preps],
         warnings=warnings, summary=summary, complete=True, dictionary_layout=layout.dictionary_layout(),
         outputs={f: {"sha256": artifacts.sha256_file(out / f)} for f in files},
         counts={"dictionary": len(dico), "skipped_dictionary_lines": dico.skipped},
-        text_config={k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS},
+        text_config=_text_config(prep_m),
     )
     artifacts.write_manifest(out, manifest)
     return summary
@@ -190,22 +205,25 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     t0 = time.time()
     _release_memory()  # (inside `xlp prepare`: what the prepare step freed)
     pa.set_memory_pool(pa.system_memory_pool())  # malloc gives back what the batches free; mimalloc keeps it
-    prep, prep_m = _prepare(cfg.data)
+    preps = _prepares(cfg.data)
+    prep, prep_m = preps[0]
     config = to_dict(cfg)
     for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
         config.pop(key.replace("_", "-"))
     out = Path(cfg.out)
     tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
-    prep_text = {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
+    prep_text = _text_config(prep_m)
     clash = sorted(k for k in set(prep_text) & set(learned_text) if prep_text[k] != learned_text[k])
     if clash:
         raise BadInput(f"the BPE was learned on text prepared with other settings ({', '.join(clash)}): "
                        "shards of another tokenizer", path=prep)
-    folders = [f for f in corpus.list_folders(prep, cfg.split or None)
-               if not cfg.lang or all(l in cfg.lang for l in f.langs)]
+    # several prepare inputs: the k-th one's shards are named part-in<k>-* (k >= 1), so none overwrites another
+    folders = [(f, "" if k == 0 else f"in{k}-") for k, (p, _) in enumerate(preps)
+               for f in corpus.list_folders(p, cfg.split or None)]
+    folders = [(f, tag) for f, tag in folders if not cfg.lang or all(l in cfg.lang for l in f.langs)]
     if not folders:
         raise BadInput("no shards to apply to (check --split/--lang)", path=prep)
-    missing = [l for l in cfg.lang if not any(l in f.langs for f in folders)]
+    missing = [l for l in cfg.lang if not any(l in f.langs for f, _ in folders)]
     if missing:
         raise BadInput(f"no data for language(s) {', '.join(missing)}", path=prep)
     previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force, owns=APPLY_OWNS)
@@ -219,10 +237,10 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     tokens: dict[str, dict[str, int]] = {}
     unks = 0
     with ui.progress() as bar:
-        task = bar.add_task("bpe apply", total=sum(len(f.shards) for f in folders))
-        for f in folders:
+        task = bar.add_task("bpe apply", total=sum(len(f.shards) for f, _ in folders))
+        for f, tag in folders:
             for shard in f.shards:
-                rel = Path(f.split) / f.name / shard.name
+                rel = Path(f.split) / f.name / shard.name.replace("part-", "part-" + tag, 1)
                 dest = out / rel
                 if dest.is_file():  # resume: this config already wrote it completely
                     table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
@@ -250,7 +268,8 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     manifest = artifacts.new_manifest(
         APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=artifacts.sha256_file(out / "dict.txt"),
         counts=counts, tokens=tokens, outputs={"shards": shards_out}, summary=summary, complete=True,
-        upstream=[_upstream(prep, prep_m)] + ups, text_config=prep_text, dictionary_layout=layout.dictionary_layout(),
+        upstream=[_upstream(p, m) for p, m in preps] + ups, text_config=prep_text,
+        dictionary_layout=layout.dictionary_layout(),
     )
     artifacts.write_manifest(out, manifest)
     return summary
