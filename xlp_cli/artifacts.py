@@ -261,6 +261,9 @@ def read_manifest(folder: str | Path, *, stage: str | None = None) -> dict[str, 
     for key, kind in (("config", dict), ("outputs", dict), ("upstream", list), ("counts", dict)):
         if m.get(key) is not None and not isinstance(m[key], kind):
             raise BadInput(f"manifest field '{key}' is not a JSON {'object' if kind is dict else 'list'}", path=path)
+    for up in m.get("upstream") or []:
+        if not isinstance(up, dict) or not isinstance(up.get("path"), str) or not up["path"]:
+            raise BadInput("an `upstream` entry of the manifest has no 'path'", path=path)
     if stage is not None and m["stage"] != stage:
         raise BadInput(f"expected the output of `xlp {stage}`, found `xlp {m['stage']}`", path=path)
     return m
@@ -302,11 +305,7 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
             if isinstance(outputs.get(key), str):
                 todo.append(inside(d, outputs[key], f"outputs.{key}", d / MANIFEST))
         ups = m.get("upstream") or []
-        for up in ups if isinstance(ups, list) else [ups]:
-            path = up.get("path") if isinstance(up, dict) else up
-            if not isinstance(path, str) or not path:
-                raise BadInput("an `upstream` entry of the manifest has no 'path'", path=d / MANIFEST)
-            todo.append(Path(path))
+        todo.extend(Path(up["path"]) for up in ups)  # (each entry checked by read_manifest)
     return None
 
 
@@ -329,6 +328,18 @@ HASH_LIMIT = 256 << 20  # verify_shards hashes the shards when they hold at most
 def shard_entry(path: str | Path, rows: int, sha256: str | None = None) -> dict[str, Any]:
     """What a manifest records of a shard: its sha256, rows and size in bytes."""
     return {"sha256": sha256 or sha256_file(path), "rows": int(rows), "bytes": Path(path).stat().st_size}
+
+
+def ids_dictionary(ids_dir: Path, manifest: dict[str, Any]) -> tuple[Path, str]:
+    """(path, sha256) of the dictionary an `xlp bpe apply` manifest lists: confined to `ids_dir`, present, and the
+    file the shards were written with (its `dictionary_sha256`)."""
+    path = inside(ids_dir, manifest.get("dictionary") or "dict.txt", "dictionary", Path(ids_dir) / MANIFEST)
+    if not path.is_file():
+        raise BadInput("the id shards have no dictionary (dict.txt)", path=path)
+    sha = sha256_file(path)
+    if manifest.get("dictionary_sha256") and manifest["dictionary_sha256"] != sha:
+        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer", path=path)
+    return path, sha
 
 
 def verify_shards(folder: str | Path, manifest: dict[str, Any], *, hash: bool | None = None) -> list[Path]:
