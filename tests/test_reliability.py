@@ -113,18 +113,18 @@ num-threads = 1
 
 
 def test_kill_sweep_finetune_unmt(z, work, stages, texts):
-    """A fine-tuning stage: `xlp finetune --task unmt` (two seeds, each with checkpoints, back-translation and BLEU
-    predictions), killed anywhere, resumes to the same weights, metrics and predictions."""
+    """A fine-tuning stage: `xlp finetune --task unmt` (a seq2seq with tied embeddings; a checkpoint every step,
+    back-translation, BLEU predictions), killed anywhere, resumes to the same weights, metrics and predictions."""
     ensure_clean(z, work, stages, "bpe-apply")
     evals = []
     for t, lang in zip(texts, ("en", "fr")):  # (line-aligned by count only: BLEU is not the point here)
         evals += ["--test-data", work / f"unmt-test.{lang}"]
         evals[-1].write_text("".join(t.read_text(encoding="utf-8").splitlines(keepends=True)[:6]), encoding="utf-8")
-    args = ["finetune", "--task", "unmt", "--data", f"{work}/bpe-apply-clean", "--lang", "en,fr", "--seeds", "1,2",
-            "--max-steps", "4", "--batch-sentences", "4", "--max-len", "16", "--warmup", "0", "--valid-every", "2",
-            "--log-every", "1", "--threads", "1", *map(str, evals)]
+    args = ["finetune", "--task", "unmt", "--data", f"{work}/bpe-apply-clean", "--lang", "en,fr", "--max-steps", "3",
+            "--batch-sentences", "2", "--max-len", "16", "--warmup", "0", "--valid-every", "1", "--log-every", "1",
+            "--threads", "1", *map(str, evals)]
     res = sweep(z, args, work, "unmt")
-    assert (res["clean"] / "seed-2" / "checkpoints" / "last").is_dir()
+    assert (res["clean"] / "seed-1" / "checkpoints" / "last").is_dir()
     interrupt(z, args, work / "unmt-sigint", res["seconds"] / 2, digest(res["clean"]))
     # --force with another config into a run killed before its manifest: starts over (no stale seed is reused),
     # and a file the user put there survives
