@@ -339,14 +339,12 @@ def shard_entry(path: str | Path, rows: int, sha256: str | None = None) -> dict[
 
 
 def ids_dictionary(ids_dir: Path, manifest: dict[str, Any]) -> tuple[Path, str]:
-    """(path, sha256) of the dictionary an `xlp bpe apply` manifest lists: confined to `ids_dir`, present, and the
-    file the shards were written with (its `dictionary_sha256`)."""
+    """(path, sha256) of the dictionary of id shards: confined, present, the one the shards were written with."""
     path = inside(ids_dir, manifest.get("dictionary") or "dict.txt", "dictionary", Path(ids_dir) / MANIFEST)
-    if not path.is_file():
-        raise BadInput("the id shards have no dictionary (dict.txt)", path=path)
-    sha = sha256_file(path)
-    if manifest.get("dictionary_sha256") and manifest["dictionary_sha256"] != sha:
-        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer", path=path)
+    sha = sha256_file(path) if path.is_file() else None
+    if sha is None or manifest.get("dictionary_sha256") not in (None, "", sha):
+        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer"
+                       if sha else "the id shards have no dictionary (dict.txt)", path=path)
     return path, sha
 
 
