@@ -312,8 +312,7 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
         for key in ("ids", "bpe"):  # the stage folders `xlp prepare --bpe-codes/--bpe-from` wrote (siblings)
             if isinstance(outputs.get(key), str):
                 todo.append(layout.linked_folder(d, outputs[key], f"outputs.{key}", d / MANIFEST))
-        ups = m.get("upstream") or []
-        todo.extend(Path(up["path"]) for up in ups)  # (each entry checked by read_manifest)
+        todo.extend(Path(up["path"]) for up in m.get("upstream") or [])  # (entries checked by read_manifest)
     return None
 
 
