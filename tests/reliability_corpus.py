@@ -379,6 +379,51 @@ case("finetune-binary-train-file")(lambda c: ["finetune", "--task", "xnli", "--d
 case("finetune-lr-nan", untouched=True)(lambda c: ["finetune", "--task", "xnli", "--data", c.dir, "--lr", "nan", "--out", c.out])
 
 
+# ------------------------------------------------------------------ finetune --task unmt, evaluate --task claims
+UNMT = ("--lang", "en,fr", "--max-steps", "2", "--batch-sentences", "4", "--max-len", "16", "--warmup", "0",
+        "--threads", "1")
+
+
+def unmt(c: Ctx, damage: Callable[[Path], object] = lambda d: None, *extra) -> list:
+    d = c.copy("bpe-apply")
+    damage(d)
+    return ["finetune", "--task", "unmt", "--data", d, *UNMT, *extra, "--out", c.out]
+
+
+UNMT_CASES = {
+    "dictionary-escape": lambda c: unmt(c, lambda d: c.edit_manifest(d, lambda x: x.update(dictionary="../../../../../etc/passwd"))),
+    "dictionary-absolute": lambda c: unmt(c, lambda d: c.edit_manifest(d, lambda x: x.update(dictionary="/etc/passwd"))),
+    "dict-changed": lambda c: unmt(c, lambda d: (d / "dict.txt").write_text("zz 5\n", encoding="utf-8")),
+    "shard-deleted": lambda c: unmt(c, lambda d: (d / _first_shard(json.loads((d / "manifest.json").read_text()))).unlink()),
+    "upstream-without-path": lambda c: unmt(c, lambda d: c.edit_manifest(d, lambda x: x.update(upstream=[{"stage": "prepare"}]))),
+    "lr-nan": lambda c: unmt(c, lambda d: None, "--lr", "nan"),
+    "one-language": lambda c: unmt(c, lambda d: None, "--lang", "en,de"),
+    "foreign-out": lambda c: (c.file("out/notes.txt", "mine\n"), unmt(c))[1],
+    "eval-files-differ": lambda c: unmt(c, lambda d: None, "--test-data", c.file("t.en", GOOD),
+                                        "--test-data", c.file("t.fr", GOOD[: len(GOOD) // 2])),
+    "eval-file-binary": lambda c: unmt(c, lambda d: None, "--test-data", c.file("t.en", _rand(400, 11)),
+                                       "--test-data", c.file("t.fr", GOOD)),
+}
+for _name, _build in UNMT_CASES.items():
+    case(f"unmt-{_name}", untouched=True)(_build)
+
+
+def claims_of(c: Ctx, upstream: list) -> list:
+    c.file("ft/manifest.json", json.dumps({"stage": "finetune", "config": {"task": "xnli"}, "upstream": upstream}))
+    return ["evaluate", "--task", "claims", "--data", c.dir / "ft", "--out", c.out]
+
+
+def _seedless_pretrain(c: Ctx) -> Path:
+    d = c.copy("pretrain")
+    c.edit_manifest(d, lambda m: m["config"].update(seed="three"))
+    return d
+
+
+case("claims-upstream-without-path")(lambda c: claims_of(c, [{"stage": "pretrain"}]))
+case("claims-upstream-not-pretrain")(lambda c: claims_of(c, [{"stage": "pretrain", "path": str(c.clean("bpe-apply"))}]))
+case("claims-seed-not-integer")(lambda c: claims_of(c, [{"stage": "pretrain", "path": str(_seedless_pretrain(c))}]))
+
+
 # ------------------------------------------------------------------ the check
 def check_case(z, work: Path, case: Case) -> None:
     c = Ctx(work / "fuzz" / case.name, work, z)

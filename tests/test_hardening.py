@@ -115,6 +115,33 @@ def test_the_lock_is_taken_again_by_the_same_process_and_released_by_scope(tmp_p
     assert str((tmp_path / "a").resolve()) not in outdir._held
 
 
+def test_every_stage_that_claims_a_folder_declares_what_it_owns_and_releases_its_lock():
+    """Each run function that claims an --out (`guard_out_dir`/`outdir.claim`) is `@outdir.scoped` and passes
+    `owns=`: without it `--force` keeps the old run's files (UNMT resumed a stale `seed-1` with a new config)
+    and the sweep takes them for the user's own files."""
+    import ast
+
+    pkg = REPO / "xlp_cli"
+    found, bad = [], []
+    for path in sorted(pkg.rglob("*.py")):
+        if path.name == "outdir.py":
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                     and c.func.attr in ("guard_out_dir", "claim")]
+            if not calls or fn.name == "guard_out_dir":
+                continue
+            where = f"{path.relative_to(REPO)}:{fn.name}"
+            found.append(where)
+            scoped = any(ast.unparse(d) == "outdir.scoped" for d in fn.decorator_list)
+            if not scoped or not all(any(k.arg == "owns" for k in c.keywords) for c in calls):
+                bad.append(where)
+    assert len(found) >= 8, found  # prepare, bpe learn/apply, vocab-score, pretrain, the finetune tasks, evaluate
+    assert not bad, bad
+
+
 # ---------------------------------------------------------------- leftovers of a killed run
 def test_sweep_removes_temp_files_and_restores_a_half_renamed_folder(tmp_path):
     out = tmp_path / "run"
@@ -161,6 +188,24 @@ def test_lr_nan_is_one_line_exit_2(tmp_path):
     r = run_cli("pretrain", "--data", tmp_path, "--lr", "nan", "--out", tmp_path / "run")
     assert r.exit_code == 2 and "finite number" in _one_line(r.stderr)
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------- usage mistakes through the console script
+def test_a_usage_mistake_is_one_line_exit_2_through_the_console_script(tmp_path):
+    """`--workers two`, an unknown flag, an unknown command: one line naming the flag (not Typer's usage box);
+    `xlp` alone still prints the help."""
+    script = Path(sys.executable).parent / "xlp"
+    if not script.is_file():
+        pytest.skip(f"no console script at {script} (run `make setup`)")
+    for args, says in ((["prepare", "--source", "text", "x.txt", "--workers", "two", "--out", "o"], "'--workers'"),
+                       (["bpe", "learn", "--codez", "5"], "--codez"), (["bogus"], "'bogus'")):
+        p = subprocess.run([str(script), *args], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert p.returncode == 2 and p.stdout == "", (args, p.stdout, p.stderr)
+        line = _one_line(p.stderr)
+        assert line.startswith("xlp: error: command line: ") and says in line and "--help" in line, line
+    p = subprocess.run([str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 2 and "Usage: xlp" in p.stdout and "prepare" in p.stdout, p.stdout
+    assert not (tmp_path / "o").exists()
 
 
 # ---------------------------------------------------------------- Ctrl-C during start-up

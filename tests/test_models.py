@@ -204,3 +204,29 @@ def test_torch_free_name_tables_match_the_classes():
     assert fields["lang_encoding"].metadata["choices"] == ENCODING_NAMES
     assert fields["preset"].metadata["choices"] == tuple(PRESETS) == tuple(ENCODER_PRESETS)
     assert {"xlp_bias", "vle_style", "vle_k"} <= set(fields)  # each encoding's options are flags
+
+
+def test_a_checkpoint_with_a_shared_tensor_is_the_same_bytes_every_time(tmp_path) -> None:
+    """safetensors writes the header's metadata (the name a shared tensor is stored under) in a random order per
+    save; `save` sorts it, so equal weights give equal files (resume gives the clean run's bytes)."""
+    import hashlib
+    import types
+
+    class Tied(torch.nn.Module):
+        KIND = "test"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = types.SimpleNamespace(to_dict=lambda: {})
+            self.embed, self.out = torch.nn.Embedding(7, 4), torch.nn.Linear(4, 7, bias=False)
+            self.out.weight = self.embed.weight
+
+    m = Tied()
+    sums = set()
+    for i in range(8):
+        save(tmp_path / str(i), m)
+        sums.add(hashlib.sha256((tmp_path / str(i) / "model.safetensors").read_bytes()).hexdigest())
+    assert len(sums) == 1
+    fresh = Tied()
+    load_weights(fresh, tmp_path / "0")
+    assert torch.equal(fresh.out.weight, m.embed.weight) and fresh.out.weight is fresh.embed.weight

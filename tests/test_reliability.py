@@ -112,6 +112,32 @@ num-threads = 1
     assert (res["clean"] / "pretrain" / "vle" / "checkpoints" / "best").is_dir()
 
 
+def test_kill_sweep_finetune_unmt(z, work, stages, texts):
+    """A fine-tuning stage: `xlp finetune --task unmt` (a seq2seq with tied embeddings; a checkpoint every step,
+    back-translation, BLEU predictions), killed anywhere, resumes to the same weights, metrics and predictions."""
+    ensure_clean(z, work, stages, "bpe-apply")
+    evals = []
+    for t, lang in zip(texts, ("en", "fr")):  # (line-aligned by count only: BLEU is not the point here)
+        evals += ["--test-data", work / f"unmt-test.{lang}"]
+        evals[-1].write_text("".join(t.read_text(encoding="utf-8").splitlines(keepends=True)[:6]), encoding="utf-8")
+    args = ["finetune", "--task", "unmt", "--data", f"{work}/bpe-apply-clean", "--lang", "en,fr", "--max-steps", "3",
+            "--batch-sentences", "2", "--max-len", "16", "--warmup", "0", "--valid-every", "1", "--log-every", "1",
+            "--threads", "1", *map(str, evals)]
+    res = sweep(z, args, work, "unmt")
+    assert (res["clean"] / "seed-1" / "checkpoints" / "last").is_dir()
+    interrupt(z, args, work / "unmt-sigint", res["seconds"] / 2, digest(res["clean"]))
+    # --force with another config into a run killed before its manifest: starts over (no stale seed is reused),
+    # and a file the user put there survives
+    out = work / "unmt-force"
+    shutil.copytree(res["clean"], out)
+    (out / "manifest.json").unlink()
+    (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    rc, text = z.run(*args, "--max-len", "12", "--force", "--out", out)
+    assert rc == 0 and "finished earlier" not in text, text
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+    assert digest(out)["seed-1/metrics.jsonl"] != digest(res["clean"])["seed-1/metrics.jsonl"]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_fuzz_corpus(z, work, stages, case):
     """Each generated bad input: exit 2 with one line (or, with --on-error skip, a counted skip), and nothing

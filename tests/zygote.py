@@ -30,6 +30,7 @@ def _serve() -> None:
     import xlp_cli.vocab.run  # noqa: F401
     import xlp_cli.train.pretrain  # noqa: F401 - torch
     import xlp_cli.recipes  # noqa: F401
+    import xlp_cli.tasks.unmt.finetune  # noqa: F401 - (the fine-tuning sweep and corpus cases)
     import xlp_cli.prepare.engine_local  # noqa: F401 - (imported by a run; importing now saves each child the time)
     import xlp_cli.prepare.sources.text  # noqa: F401
     import pyarrow.compute  # noqa: F401

@@ -269,6 +269,9 @@ def read_manifest(folder: str | Path, *, stage: str | None = None) -> dict[str, 
     for key, kind in (("config", dict), ("outputs", dict), ("upstream", list), ("counts", dict)):
         if m.get(key) is not None and not isinstance(m[key], kind):
             raise BadInput(f"manifest field '{key}' is not a JSON {'object' if kind is dict else 'list'}", path=path)
+    for up in m.get("upstream") or []:
+        if not isinstance(up, dict) or not isinstance(up.get("path"), str) or not up["path"]:
+            raise BadInput("an `upstream` entry of the manifest has no 'path'", path=path)
     if stage is not None and m["stage"] != stage:
         raise BadInput(f"expected the output of `xlp {stage}`, found `xlp {m['stage']}`", path=path)
     return m
@@ -309,12 +312,7 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
         for key in ("ids", "bpe"):  # the stage folders `xlp prepare --bpe-codes/--bpe-from` wrote (siblings)
             if isinstance(outputs.get(key), str):
                 todo.append(layout.linked_folder(d, outputs[key], f"outputs.{key}", d / MANIFEST))
-        ups = m.get("upstream") or []
-        for up in ups if isinstance(ups, list) else [ups]:
-            path = up.get("path") if isinstance(up, dict) else up
-            if not isinstance(path, str) or not path:
-                raise BadInput("an `upstream` entry of the manifest has no 'path'", path=d / MANIFEST)
-            todo.append(Path(path))
+        todo.extend(Path(up["path"]) for up in m.get("upstream") or [])  # (entries checked by read_manifest)
     return None
 
 
@@ -337,6 +335,16 @@ HASH_LIMIT = 256 << 20  # verify_shards hashes the shards when they hold at most
 def shard_entry(path: str | Path, rows: int, sha256: str | None = None) -> dict[str, Any]:
     """What a manifest records of a shard: its sha256, rows and size in bytes."""
     return {"sha256": sha256 or sha256_file(path), "rows": int(rows), "bytes": Path(path).stat().st_size}
+
+
+def ids_dictionary(ids_dir: Path, manifest: dict[str, Any]) -> tuple[Path, str]:
+    """(path, sha256) of the dictionary of id shards: confined, present, the one the shards were written with."""
+    path = inside(ids_dir, manifest.get("dictionary") or "dict.txt", "dictionary", Path(ids_dir) / MANIFEST)
+    sha = sha256_file(path) if path.is_file() else None
+    if sha is None or manifest.get("dictionary_sha256") not in (None, "", sha):
+        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer"
+                       if sha else "the id shards have no dictionary (dict.txt)", path=path)
+    return path, sha
 
 
 def verify_shards(folder: str | Path, manifest: dict[str, Any], *, hash: bool | None = None) -> list[Path]:

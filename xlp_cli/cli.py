@@ -44,12 +44,28 @@ for _stage, _spec in STAGES.items():  # the one stage table (stages.py)
 
 
 def main() -> None:
+    """Run the command line; a usage mistake (an unknown flag or command, `--workers two`) is one line, exit 2."""
     try:
-        app()
-    except SystemExit as e:
-        if e.code == 130:  # Ctrl-C: Typer exits 130 without a word, and so does `commands.run_guarded`
-            sys.stderr.write(INTERRUPTED)
-        raise
+        from typer._click import exceptions as cx  # (Typer >= 0.2x carries its own click)
+    except ImportError:  # pragma: no cover
+        from click import exceptions as cx
+    try:
+        code = app(standalone_mode=False)  # (exceptions come to us; an exit code is returned)
+    except cx.NoArgsIsHelpError as e:  # `xlp`, `xlp bpe`: the help, as before
+        typer.echo(e.format_message())
+        code = e.exit_code
+    except cx.UsageError as e:
+        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+        typer.echo(f"xlp: error: command line: {e.format_message()}{hint}".replace("\n", " "), err=True)
+        code = 2
+    except cx.Abort:  # Ctrl-C while the flags are parsed
+        code = 130
+    except cx.ClickException as e:
+        typer.echo(f"xlp: error: {e.format_message()}".replace("\n", " "), err=True)
+        code = e.exit_code
+    if code == 130:  # Ctrl-C: `commands.run_guarded` exits 130 without a word
+        sys.stderr.write(INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

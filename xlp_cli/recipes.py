@@ -269,7 +269,10 @@ def build_config(node: Node, nodes: dict[str, Node], force: bool) -> Any:
         values.pop("data")
     if force and "force" in fields:
         values["force"] = True
-    return stages.build_config(node.stage, values, node.where)
+    try:
+        return stages.build_config(node.stage, values, node.where)
+    except BadInput as e:  # a value check that names no file: say which recipe table it came from
+        raise e if e.path else BadInput(e.message.removeprefix("--"), path=node.where) from None
 
 
 def _normalize(config: dict[str, Any], volatile: set[str]) -> dict[str, Any]:

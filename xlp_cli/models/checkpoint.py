@@ -73,6 +73,7 @@ def save(folder: str | Path, model: torch.nn.Module, meta: dict[str, Any] | None
     model = unwrap(model)
     with artifacts.atomic_folder(folder) as tmp:
         st_save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        _sort_metadata(tmp / WEIGHTS)
         artifacts.write_json_atomic(tmp / CONFIG, model_json(model))
         sums = {WEIGHTS: artifacts.sha256_file(tmp / WEIGHTS)}
         if state is not None:
@@ -81,6 +82,22 @@ def save(folder: str | Path, model: torch.nn.Module, meta: dict[str, Any] | None
         artifacts.write_json_atomic(tmp / META, {"format_version": FORMAT_VERSION, "step": 0, **(meta or {}),
                                                  "sha256": sums})
     return folder
+
+
+def _sort_metadata(path: Path) -> None:
+    """Same weights, same bytes: safetensors writes its header's `__metadata__` (here "format" and, for a tensor
+    shared by two modules, the name it was stored under) in a per-process random order; sort it in place. (The
+    kill sweep of UNMT fine-tuning found resumed checkpoints differing from clean ones by this order alone.)"""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        if len(header.get("__metadata__") or {}) < 2:
+            return
+        header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+        raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(raw) <= n:  # (the same length: the data offsets stay as they are)
+            f.seek(8)
+            f.write(raw + b" " * (n - len(raw)))
 
 
 # ---------------------------------------------------------------- reading

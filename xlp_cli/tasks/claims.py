@@ -156,7 +156,9 @@ def run(cfg: ClaimsConfig) -> dict[str, Any]:
             raise BadInput("not an XNLI fine-tuning of an `xlp pretrain` run (no pretrain upstream)", path=ft)
         pm = artifacts.read_manifest(pre, stage="pretrain")
         name = cfg.name[i] if cfg.name else xnli.default_name(manifest, ft)
-        seed = int(pm["config"].get("seed", 0))
+        seed = pm["config"].get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise BadInput(f"the pre-training config's seed is {seed!r}, not an integer", path=pre / artifacts.MANIFEST)
         if seed in runs.get(name, {}):
             raise BadInput(f"two runs of {name!r} have pre-training seed {seed}; give each its own seed", path=ft)
         ui.info(f"claims: measuring {name} seed {seed} ({pre})")

@@ -49,10 +49,7 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
             encoding_options: dict[str, Any], objective: str = "") -> PretrainInputs:
     """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads (`objective`: its name)."""
     ids_dir, ids_manifest = find_ids(data)
-    dict_path = artifacts.inside(ids_dir, ids_manifest.get("dictionary") or "dict.txt", "dictionary",
-                                 ids_dir / artifacts.MANIFEST)
-    if not dict_path.is_file():
-        raise BadInput("the id shards have no dictionary (dict.txt)", path=dict_path)
+    dict_path, dict_sha = artifacts.ids_dictionary(ids_dir, ids_manifest)
     dico = Dictionary.read(dict_path)
     if len(dico) <= N_SPECIAL:
         raise BadInput("the dictionary has no words", path=dict_path)
@@ -73,7 +70,7 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
             if lg not in available:
                 raise BadInput(f"language '{lg}' has no train data (have: {', '.join(available) or 'none'})",
                                path=train / lg)
-    inp = PretrainInputs(ids_dir, ids_manifest, dict_path, dico, artifacts.sha256_file(dict_path), langs)
+    inp = PretrainInputs(ids_dir, ids_manifest, dict_path, dico, dict_sha, langs)
     found = top_k_vocabularies(data, lang_encoding, encoding_options, langs, inp.dict_sha, len(dico))
     if found is not None:
         inp.vocab_dir, inp.vocab_manifest, inp.vocab_ids = found

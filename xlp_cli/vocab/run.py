@@ -80,12 +80,7 @@ def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool)
 def run(cfg: VocabConfig) -> dict[str, Any]:
     t0 = time.time()
     ids_dir, ids_m = _ids_folder(cfg.data)
-    dict_path = artifacts.inside(ids_dir, ids_m.get("dictionary", "dict.txt"), "dictionary", ids_dir / artifacts.MANIFEST)
-    if not dict_path.is_file():
-        raise BadInput("the id shards' dictionary is missing", path=dict_path)
-    dict_sha = artifacts.sha256_file(dict_path)
-    if ids_m.get("dictionary_sha256") and ids_m["dictionary_sha256"] != dict_sha:
-        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer", path=dict_path)
+    dict_path, dict_sha = artifacts.ids_dictionary(ids_dir, ids_m)
     dico = Dictionary.read(dict_path)
 
     config = to_dict(cfg)

@@ -70,7 +70,8 @@ class Job:
         self.ids_dir, self.ids_manifest = find_ids(cfg.data)
         prep = artifacts.find_upstream([self.ids_dir], "prepare")
         self.prep_dir = prep[0] if prep else None
-        self.dico = Dictionary.read(self.ids_dir / "dict.txt")
+        self.dict_path, self.dict_sha = artifacts.ids_dictionary(self.ids_dir, self.ids_manifest)
+        self.dico = Dictionary.read(self.dict_path)
         keep = set(cfgmod.parse_langs(cfg.lang)) or None
         train = read_pairs(self.ids_dir, "train", keep, max_rows=cfg.max_train_pairs)
         if not train:
@@ -131,7 +132,7 @@ class Job:
         self.vocab_ids = None  # VLE without a pre-trained encoder: Voc_l from `xlp vocab-score` among --data
         if self.pretrained is None:
             found = top_k_vocabularies(cfg.data, cfg.lang_encoding, self.model_cfg.encoding_options, langs,
-                                       artifacts.sha256_file(self.ids_dir / "dict.txt"), len(self.dico))
+                                       self.dict_sha, len(self.dico))
             self.vocab_ids = found[2] if found else None
         probe = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.veco is not None else self.pretrained,
                               self.vocab_ids)
@@ -163,7 +164,7 @@ class Job:
             raise BadInput(f"the pre-trained encoder uses --lang-encoding {self.pretrained.config.lang_encoding}, "
                            f"not {self.cfg.lang_encoding}", path=run)
         run_dict = run / "dict.txt"
-        if run_dict.is_file() and artifacts.sha256_file(run_dict) != artifacts.sha256_file(self.ids_dir / "dict.txt"):
+        if run_dict.is_file() and artifacts.sha256_file(run_dict) != self.dict_sha:
             raise BadInput("the pre-training dictionary differs from the translation data's dict.txt", path=run_dict)
 
     def new_model(self) -> Seq2Seq:

@@ -96,9 +96,7 @@ def file_pairs(paths: list[Path], langs: list[str], codec: TextEncoder) -> dict[
 class UnmtData:
     def __init__(self, cfg: Any):
         self.ids_dir, self.ids_manifest = find_ids(cfg.data)
-        dict_path = self.ids_dir / str(self.ids_manifest.get("dictionary") or "dict.txt")
-        if not dict_path.is_file():
-            raise BadInput("the id shards have no dictionary (dict.txt)", path=dict_path)
+        dict_path, _ = artifacts.ids_dictionary(self.ids_dir, self.ids_manifest)
         self.dict_path, self.dico = dict_path, Dictionary.read(dict_path)
         train = self.ids_dir / "train"
         mono = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" not in p.name

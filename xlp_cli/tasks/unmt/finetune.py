@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.errors import WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.seq2seq import Seq2Seq
@@ -133,11 +133,15 @@ def copy_run(cfg: UnmtConfig, data: UnmtData, run_dir: Path) -> dict[str, Any]:
     return res
 
 
+OWNS = ("dict.txt", "tokenizer", "results.json", "seed-*", "copy")  # what a UNMT run writes in FT (outdir.py)
+
+
+@outdir.scoped
 def run(cfg: UnmtConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     data = UnmtData(cfg)
     if rt.main:
-        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force)
+        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
         data.codec.save(cfg.out)
     rt.barrier()
     if not data.test:
