@@ -8,6 +8,7 @@ Describe a field with `opt(...)` so its help text reaches `--help`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -19,6 +20,8 @@ from xlp_cli.errors import BadInput
 T = TypeVar("T")
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "none")  # --amp of every stage that trains (xlp_cli/train/runtime.py)
+FORCE_HELP = ("Start over in an --out written with another config (or by another stage), removing only the files "
+              "xlp wrote there; also write into a folder that holds files xlp did not write (they are kept).")
 
 
 def opt(default: Any = dataclasses.MISSING, help: str = "", *, argument: bool = False, short: str | None = None,
@@ -93,7 +96,12 @@ def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
                 raise ValueError(f"expected an integer, got {value}")
             return int(value)
         if base is float:
-            return float(value)
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
+            number = float(value)
+            if not math.isfinite(number):  # nan/inf would train silently to nothing (or loop forever)
+                raise ValueError(f"expected a finite number, got {value}")
+            return number
         if base is Path:
             return Path(str(value)).expanduser()
         if base is str:

@@ -189,19 +189,19 @@ class MonoStream:
         return Batch(w, torch.full_like(w, self.lang_index), None, None, self.lang)
 
 
-class PairStream:
-    """TLM pairs of one language pair, padded per batch."""
+class RowCursor:
+    """A position (epoch, row group, row) in the rows of some shards (of data slot `part`, `_partition`): per epoch
+    the row groups in a seeded order, then the rows of each in the order `row_rng()` draws first (the slot keeping
+    its `share`), a pure function of (seed, stream id, epoch, row group)."""
 
-    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
-                 vocab_size: int, pair_index: int, part: tuple[int, int] = (0, 1)):
-        self.pair, self.lang_indices, self.seed, self.vocab_size = pair, lang_indices, seed, vocab_size
-        self.max_side = max(1, bptt // 2 - 2)
-        self.pair_index = pair_index
+    def __init__(self, paths: list[Path], name: str, empty: str, seed: int, stream_id: int,
+                 part: tuple[int, int] = (0, 1)):
+        self.seed, self.stream_id = seed, stream_id
         self.groups = _row_groups(paths)
-        self.n_rows = sum(n for _, _, n in self.groups)
+        self.n_rows = sum(n for _, _, n in self.groups)  # the whole stream's (sampling probabilities)
         self.groups, self.share, self.key = _partition(self.groups, part)
         if not self.groups:
-            raise BadInput(f"language pair '{pair}' has no sentence pairs", path=paths[0].parent if paths else pair)
+            raise BadInput(empty, path=paths[0].parent if paths else name)
         self.epoch, self.group_pos, self.row_pos = 0, 0, 0
         self._loaded: tuple[Any, ...] | None = None
 
@@ -212,6 +212,30 @@ class PairStream:
         self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
         self._loaded = None
 
+    def group(self) -> tuple[Path, int, int]:
+        """The current row group: (path, index, rows)."""
+        rng = np.random.default_rng([self.seed, self.stream_id, self.epoch, 1, *self.key])
+        return self.groups[int(rng.permutation(len(self.groups))[self.group_pos])]
+
+    def row_rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.stream_id, self.epoch, self.group_pos, 2, *self.key])
+
+    def next_group(self) -> None:
+        self.row_pos, self.group_pos = 0, self.group_pos + 1
+        if self.group_pos >= len(self.groups):
+            self.group_pos, self.epoch = 0, self.epoch + 1
+
+
+class PairStream(RowCursor):
+    """TLM pairs of one language pair, padded per batch."""
+
+    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
+                 vocab_size: int, pair_index: int, part: tuple[int, int] = (0, 1)):
+        super().__init__(paths, pair, f"language pair '{pair}' has no sentence pairs", seed, 1000 + pair_index, part)
+        self.pair, self.lang_indices, self.vocab_size = pair, lang_indices, vocab_size
+        self.max_side = max(1, bptt // 2 - 2)
+        self.pair_index = pair_index
+
     def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
         return _read_list_column(path, rg, "ids1"), _read_list_column(path, rg, "ids2")
 
@@ -219,15 +243,13 @@ class PairStream:
         key = (self.epoch, self.group_pos)
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
-        gorder = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, 1, *self.key]).permutation(len(self.groups))
-        path, rg, n = self.groups[int(gorder[self.group_pos])]
+        path, rg, n = self.group()
         (v1, o1), (v2, o2) = self._sides(path, rg)
         _check_ids(v1, self.vocab_size, path, rg)
         _check_ids(v2, self.vocab_size, path, rg)
-        rng = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, self.group_pos, 2, *self.key])
+        rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
-        order = order[self.share[0]::self.share[1]]
-        self._loaded = (key, (v1, o1), (v2, o2), order, swap)
+        self._loaded = (key, (v1, o1), (v2, o2), order[self.share[0]::self.share[1]], swap)
         return self._loaded[1:]
 
     def next_batch(self, batch_size: int) -> Batch:
@@ -235,9 +257,7 @@ class PairStream:
         while len(rows) < batch_size:
             (v1, o1), (v2, o2), order, swap = self._load()
             if self.row_pos >= len(order):
-                self.row_pos, self.group_pos = 0, self.group_pos + 1
-                if self.group_pos >= len(self.groups):
-                    self.group_pos, self.epoch = 0, self.epoch + 1
+                self.next_group()
                 continue
             r = int(order[self.row_pos])
             rows.append((v1[o1[r]:o1[r + 1]], v2[o2[r]:o2[r + 1]], bool(swap[r])))
@@ -266,29 +286,6 @@ class PairStream:
                                                               torch.from_numpy(lg), False)
             lng[i, n:] = lg[-1]
         return Batch(ids, lng, pos, pad, self.pair)
-
-
-class AdjacentStream(PairStream):
-    """Pairs of neighbouring sentences (2k, 2k+1) of each row group of one language's monolingual shards."""
-
-    def __init__(self, paths: list[Path], lang: str, lang_index: int, bptt: int, seed: int, vocab_size: int,
-                 pair_index: int, part: tuple[int, int] = (0, 1)):
-        super().__init__(paths, lang, (lang_index, lang_index), bptt, seed, vocab_size, pair_index, part)
-        self.groups = [g for g in self.groups if g[2] >= 2]
-        if not self.groups:
-            raise BadInput(f"language '{lang}' has no two sentences in one row group to pair",
-                           path=paths[0].parent if paths else lang)
-        self.n_rows //= 2
-
-    def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        values, offsets = _read_list_column(path, rg, "ids")
-        n = (len(offsets) - 1) // 2
-        starts, ends = offsets[:-1], offsets[1:]
-        def side(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            parts = [values[starts[r]:ends[r]] for r in rows]
-            lengths = np.asarray([len(x) for x in parts], dtype=np.int64)
-            return (np.concatenate(parts) if parts else values[:0]), np.concatenate([[0], np.cumsum(lengths)])
-        return side(np.arange(n) * 2), side(np.arange(n) * 2 + 1)
 
 
 def sampling_probs(sizes: list[int], alpha: float) -> np.ndarray:
@@ -328,6 +325,7 @@ class PretrainData:
                     raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
                 for k in self.local:
                     if spec.adjacent:
+                        from xlp_cli.train.adjacent import AdjacentStream  # it subclasses PairStream, below
                         self.pairs[self._key(lang, k)] = AdjacentStream(paths, lang, index[lang], bptt, seed,
                                                                         vocab_size, index[lang], part=(k, slots))
                     else:

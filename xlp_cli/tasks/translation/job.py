@@ -20,7 +20,7 @@ from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig
 from xlp_cli.models.veco import init_decoder, is_veco, plug_out
 from xlp_cli.tasks.translation.config import TranslationConfig
 from xlp_cli.tasks.translation.data import Pairs, directions_for, read_pairs, serve, split_direction
-from xlp_cli.train.inputs import find_ids
+from xlp_cli.train.inputs import find_ids, top_k_vocabularies
 
 
 def fit_lengths(pairs: Pairs, max_src: int, max_tgt: int, policy: str, where: str) -> int:
@@ -128,7 +128,13 @@ class Job:
             max_positions=cfg.max_positions, intl_positions=cfg.intl_positions, intl_layers=cfg.intl_layers,
             **({"d_model": enc.d_model, "encoder_kind": "xlm", "encoder_config": enc.to_dict(),
                 "enc_layers": enc.n_layers, **veco} if enc is not None else {}))
-        probe = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.veco is not None else self.pretrained)
+        self.vocab_ids = None  # VLE without a pre-trained encoder: Voc_l from `xlp vocab-score` among --data
+        if self.pretrained is None:
+            found = top_k_vocabularies(cfg.data, cfg.lang_encoding, self.model_cfg.encoding_options, langs,
+                                       artifacts.sha256_file(self.ids_dir / "dict.txt"), len(self.dico))
+            self.vocab_ids = found[2] if found else None
+        probe = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.veco is not None else self.pretrained,
+                              self.vocab_ids)
         self.max_src = probe.max_source_len() - 1
         self.max_tgt = self.model_cfg.max_positions - probe.decoder_prefix() - 1
         del probe
@@ -161,7 +167,8 @@ class Job:
             raise BadInput("the pre-training dictionary differs from the translation data's dict.txt", path=run_dict)
 
     def new_model(self) -> Seq2Seq:
-        model = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.pretrained is not None else None)
+        model = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.pretrained is not None else None,
+                              self.vocab_ids)
         if self.veco is not None:
             self.init_mapping = init_decoder(model, self.veco, self.model_cfg.tie_self_attention)
         return model

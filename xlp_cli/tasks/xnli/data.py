@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, textfile
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 
@@ -67,48 +67,47 @@ def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | N
         raise BadInput("no such TSV file", path=path)
     out: dict[str, list[Example]] = {}
     skipped = 0
-    with open(path, encoding="utf-8", newline="") as f:
-        header_line = f.readline()
-        header = [h.strip().lower() for h in header_line.rstrip("\r\n").split("\t")]
-        idx: dict[str, int] = {}
-        for key, names in _COLS.items():
-            for n in names:
-                if n in header:
-                    idx[key] = header.index(n)
-                    break
-        missing = [f"{_COLS[k][0]} (or {_COLS[k][1]})" for k in ("premise", "hypothesis", "label") if k not in idx]
-        if "lang" not in idx and default_lang is None:
-            missing.append("language")
-        if missing:
-            raise BadInput(f"missing column(s) {', '.join(missing)}; header is: {' '.join(header) or '(empty)'}",
-                           path=path, position=1)
-        width = max(idx.values()) + 1
-        for n, line in enumerate(f, 2):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cells = line.split("\t")
-            if len(cells) < width:
-                raise BadInput(f"row has {len(cells)} columns, the header needs at least {width}", path=path, position=n)
-            label = cells[idx["label"]].strip()
-            if label in SKIP_LABELS:
-                skipped += 1
-                continue
-            if label.lower() not in LABEL_IDS:
-                raise BadInput(f"unknown label {label!r} (expected {', '.join(LABELS)})", path=path, position=n)
-            lang = cells[idx["lang"]].strip() if "lang" in idx else str(default_lang)
-            if langs is not None and lang not in langs:
-                continue
-            rows = out.setdefault(lang, [])
-            if max_rows_per_lang and len(rows) >= max_rows_per_lang:
-                continue
-            premise, hypothesis = cells[idx["premise"]], cells[idx["hypothesis"]]
-            if not premise.strip() or not hypothesis.strip():
-                raise BadInput("empty premise or hypothesis", path=path, position=n)
-            plang = cells[idx["premise_lang"]].strip() if "premise_lang" in idx else ""
-            key = cells[idx["key"]].strip() if "key" in idx else str(len(rows))
-            rows.append(Example(id=f"{path.name}:{n}", lang=lang, premise=premise, hypothesis=hypothesis,
-                                label=LABEL_IDS[label.lower()], premise_lang="" if plang == lang else plang, key=key))
+    lines = textfile.text_lines(path)  # a binary or non-UTF-8 file is a one-line error with its line number
+    header_line = next(lines, (1, ""))[1]
+    header = [h.strip().lower() for h in header_line.split("\t")]
+    idx: dict[str, int] = {}
+    for key, names in _COLS.items():
+        for n in names:
+            if n in header:
+                idx[key] = header.index(n)
+                break
+    missing = [f"{_COLS[k][0]} (or {_COLS[k][1]})" for k in ("premise", "hypothesis", "label") if k not in idx]
+    if "lang" not in idx and default_lang is None:
+        missing.append("language")
+    if missing:
+        raise BadInput(f"missing column(s) {', '.join(missing)}; header is: {' '.join(header) or '(empty)'}",
+                       path=path, position=1)
+    width = max(idx.values()) + 1
+    for n, line in lines:
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) < width:
+            raise BadInput(f"row has {len(cells)} columns, the header needs at least {width}", path=path, position=n)
+        label = cells[idx["label"]].strip()
+        if label in SKIP_LABELS:
+            skipped += 1
+            continue
+        if label.lower() not in LABEL_IDS:
+            raise BadInput(f"unknown label {label!r} (expected {', '.join(LABELS)})", path=path, position=n)
+        lang = cells[idx["lang"]].strip() if "lang" in idx else str(default_lang)
+        if langs is not None and lang not in langs:
+            continue
+        rows = out.setdefault(lang, [])
+        if max_rows_per_lang and len(rows) >= max_rows_per_lang:
+            continue
+        premise, hypothesis = cells[idx["premise"]], cells[idx["hypothesis"]]
+        if not premise.strip() or not hypothesis.strip():
+            raise BadInput("empty premise or hypothesis", path=path, position=n)
+        plang = cells[idx["premise_lang"]].strip() if "premise_lang" in idx else ""
+        key = cells[idx["key"]].strip() if "key" in idx else str(len(rows))
+        rows.append(Example(id=f"{path.name}:{n}", lang=lang, premise=premise, hypothesis=hypothesis,
+                            label=LABEL_IDS[label.lower()], premise_lang="" if plang == lang else plang, key=key))
     return out, skipped
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier, freeze_language_parameters
@@ -143,6 +143,10 @@ def _resolve(path: Path | None, default: str) -> Path:
     return Path(path) if path is not None else artifacts.data_dir() / default
 
 
+OWNS = ("results.json", "predictions", "runs", "encoded")  # what XNLI fine-tuning writes in FT (outdir.py)
+
+
+@outdir.scoped
 def run(cfg: XnliConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     run = Path(cfg.data[0])
@@ -171,8 +175,7 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
 
     config = cfgmod.identity(cfg)
     config["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force)
+    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=OWNS)
     if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
         ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
         summary = json.loads((cfg.out / "results.json").read_text(encoding="utf-8"))

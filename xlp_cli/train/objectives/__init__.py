@@ -35,4 +35,6 @@ PRETRAIN_OBJECTIVES: dict[str, ObjectiveSpec] = {
     "mlm+ca-mlm": ObjectiveSpec("xlp_cli.train.objectives.veco:CrossAttentionMLM", frozenset({"mono"}),
                                 "VECO on monolingual text: MLM and CA-MLM of adjacent sentences (section 7)",
                                 cross_attention=True, adjacent=True),
+    "mass": ObjectiveSpec("xlp_cli.train.objectives.mass:Mass", frozenset({"mono"}),
+                          "MASS: an encoder-decoder predicts a masked span of half the sentence (Song et al.)"),
 }

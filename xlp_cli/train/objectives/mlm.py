@@ -28,6 +28,20 @@ from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
 
 
+def lang_scores(nll: float, correct: int, n: int) -> dict[str, Any]:
+    """One language's validation numbers from its summed NLL and right predictions over n tokens."""
+    loss = nll / n
+    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / n, "n": n}
+
+
+def summarize(out: dict[str, Any]) -> dict[str, Any]:
+    """The means over languages of `out["langs"]` (the best checkpoint has the lowest mean loss)."""
+    out["loss"] = float(np.mean([v["loss"] for v in out["langs"].values()]))
+    out["ppl"] = math.exp(min(out["loss"], 50.0))
+    out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
+    return out
+
+
 class MaskedLM(Objective):
     metric, maximize = "loss", False
 
@@ -116,7 +130,6 @@ class MaskedLM(Objective):
             return None
         model.eval()
         out: dict[str, Any] = {"langs": {}}
-        losses = []
         for lang, batches in self.valid.items():
             nll, correct, n = 0.0, 0, 0
             for i, b in enumerate(batches):
@@ -130,15 +143,8 @@ class MaskedLM(Objective):
                 correct += int((logits.argmax(-1) == tgt).sum())
                 n += int(pred.sum())
             if n:
-                loss = nll / n
-                out["langs"][lang] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / n, "n": n}
-                losses.append(loss)
-        if not losses:
-            return None
-        out["loss"] = float(np.mean(losses))
-        out["ppl"] = math.exp(min(out["loss"], 50.0))
-        out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
-        return out
+                out["langs"][lang] = lang_scores(nll, correct, n)
+        return summarize(out) if out["langs"] else None
 
     def describe(self, m: dict[str, Any]) -> str:
         return f"valid loss {m['loss']:.4f} ppl {m['ppl']:.2f} acc {m['acc']:.3f}"

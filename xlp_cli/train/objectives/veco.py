@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from xlp_cli import artifacts
 from xlp_cli.models.veco import Side, streams
 from xlp_cli.special_ids import N_SPECIAL, PAD
-from xlp_cli.train.data import AdjacentStream, Batch, PairStream
+from xlp_cli.train.adjacent import AdjacentStream
+from xlp_cli.train.data import Batch, PairStream
 from xlp_cli.train.masking import mask_tokens
 from xlp_cli.train.objectives.mlm import MaskedLM
 from xlp_cli.train.runtime import Runtime, step_seed
