@@ -118,7 +118,7 @@ def test_split_pair_recovers_both_sides() -> None:
 def test_adjacent_pairs_are_neighbouring_sentences(tmp_path) -> None:
     from pretrain_helpers import write_ids
     from xlp_cli.bpe.dictionary import Dictionary
-    from xlp_cli.train.data import AdjacentStream
+    from xlp_cli.train.adjacent import AdjacentStream
 
     dico = Dictionary.from_counts([(f"w{i}", 100 - i) for i in range(40)])
     sents = [[14 + i] * (1 + i % 3) for i in range(11)]  # sentence i is made of token 14+i; 11: the last is unpaired
