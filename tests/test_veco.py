@@ -115,6 +115,22 @@ def test_split_pair_recovers_both_sides() -> None:
     assert targets[p].tolist() == [20, 21, 22, 31, 30, 23]
 
 
+def test_adjacent_pairs_are_neighbouring_sentences(tmp_path) -> None:
+    from pretrain_helpers import write_ids
+    from xlp_cli.bpe.dictionary import Dictionary
+    from xlp_cli.train.adjacent import AdjacentStream
+
+    dico = Dictionary.from_counts([(f"w{i}", 100 - i) for i in range(40)])
+    sents = [[14 + i] * (1 + i % 3) for i in range(11)]  # sentence i is made of token 14+i; 11: the last is unpaired
+    root = write_ids(tmp_path / "ids", dico, {"train": {"en": sents}})
+    stream = AdjacentStream([root / "train" / "en" / "part-00000.parquet"], "en", 0, 32, 0, len(dico), 0)
+    assert stream.n_rows == 5
+    batch = stream.next_batch(5)
+    pair, _, _ = split_pair(batch, batch.ids, batch.ids, batch.ids.ge(14))
+    firsts = sorted(tuple(sorted((int(pair.ids[i, 1]), int(pair.ids[i + 5, 1])))) for i in range(5))
+    assert firsts == [(14 + 2 * k, 15 + 2 * k) for k in range(5)]
+
+
 # ----------------------------------------------------------------------------------------------- pre-training
 @pytest.fixture(scope="module")
 def ids(tmp_path_factory) -> tuple[Path, Path]:
