@@ -16,7 +16,6 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import click
 import typer
 
 from xlp_cli import config as cfgmod
@@ -87,7 +86,7 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
         raise typer.Exit(e.exit_code)
     except KeyboardInterrupt:  # `cli.main` says so (also for a Ctrl-C while Typer parses the flags)
         raise typer.Exit(130)
-    except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.UsageError):
+    except (typer.Exit, typer.Abort, typer.TyperException):  # typer's own (vendored) click: usage errors, exits
         raise
     except MemoryError:
         typer.echo("xlp: error: out of memory; lower the batch size or the number of workers", err=True)

@@ -18,20 +18,31 @@ Output: `analysis_<run>_<fig>.png` and `results.json` (every matrix and value).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.config import opt
-from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, subword_ids, word_vectors
 from xlp_cli.evaluate.figures import pyplot, save_png
 from xlp_cli.evaluate.render import order_langs
 from xlp_cli.tasks.common import EvaluateCommon
+
+if TYPE_CHECKING:  # torch is imported when a figure is made, not when the CLI lists the task's flags
+    from xlp_cli.evaluate.embeddings import LoadedRun
+
+
+def _no_grad(fn: Any) -> Any:
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return wrapped
 
 TOPIC_WORDS = ["happy", "glad", "sad", "car", "plane", "bike", "meat", "food", "rice"]
 
@@ -68,6 +79,8 @@ def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> P
 
 
 def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
+    from xlp_cli.evaluate.embeddings import cosine_matrix, word_vectors
+
     langs = order_langs(run.langs)
     res: dict[str, Any] = {"langs": langs, "words": {}}
     first_png = None
@@ -94,6 +107,8 @@ def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
 
 
 def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
+    from xlp_cli.evaluate.embeddings import cosine_matrix, word_vectors
+
     v, cov = word_vectors(run, words, "en", kind="encoded", encode_as="en")
     keep = [i for i, c in enumerate(cov) if c]
     if len(keep) < 2:
@@ -110,8 +125,12 @@ def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
             "across_topic": float(np.mean(across)) if across else math.nan, "png": png.name}
 
 
-@torch.no_grad()
+@_no_grad
 def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
+    import torch
+
+    from xlp_cli.evaluate.embeddings import subword_ids
+
     enc = run.model.lang_encoding
     lang_table = getattr(enc, "lang_emb", None)
     if lang_table is None:
@@ -148,7 +167,7 @@ def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
             "png": path.name}
 
 
-@torch.no_grad()
+@_no_grad
 def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
     gates = getattr(run.model.lang_encoding, "feature_gates", None)
     if gates is None:
@@ -170,6 +189,8 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
 
 
 def run(cfg: AnalysisConfig) -> dict[str, Any]:
+    from xlp_cli.evaluate.embeddings import load_run
+
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     names = cfg.name or []

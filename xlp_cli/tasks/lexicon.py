@@ -16,17 +16,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from xlp_cli import artifacts, config as cfgmod, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.config import opt
-from xlp_cli.evaluate.embeddings import LoadedRun, cosine_matrix, load_run, word_vectors
 from xlp_cli.evaluate.figures import pyplot, save_png
 from xlp_cli.evaluate.render import order_langs
 from xlp_cli.tasks.common import EvaluateCommon
+
+if TYPE_CHECKING:  # torch is imported when a run is scored, not when the CLI lists the flags
+    from xlp_cli.evaluate.embeddings import LoadedRun
 
 
 @dataclasses.dataclass
@@ -69,6 +71,8 @@ def read_dictionary(path: Path, max_pairs: int = 0) -> list[tuple[str, str]]:
 
 
 def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: str) -> dict[str, Any]:
+    from xlp_cli.evaluate.embeddings import cosine_matrix, word_vectors
+
     src_words = sorted({s for s, _ in pairs})
     tgt_words = sorted({t for _, t in pairs})
     sv, sc = word_vectors(run, src_words, lang, kind=kind)
@@ -102,6 +106,8 @@ def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: s
 
 
 def run(cfg: LexiconConfig) -> dict[str, Any]:
+    from xlp_cli.evaluate.embeddings import load_run
+
     dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
     if not dict_dir.is_dir():
         raise BadInput("no dictionary folder (give --dict-dir)", path=dict_dir)
