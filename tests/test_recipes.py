@@ -104,10 +104,14 @@ def test_shipped_recipes_parse():
         for nid in recipes.order(nodes):  # every table builds a valid stage config
             recipes.build_config(nodes[nid], nodes, force=False)
         assert {"pretrain.additive", "pretrain.xlp", "finetune.additive", "finetune.xlp", "evaluate.xnli"} <= set(nodes)
-    for name in ("translation_demo.toml", "interlingua_study.toml"):
+    for name in ("translation_demo.toml", "interlingua_study.toml", "unmt_demo.toml", "unmt_k_sweep.toml"):
         nodes, _ = recipes.parse(REPO / "pipelines" / name)
         for nid in recipes.order(nodes):
             recipes.build_config(nodes[nid], nodes, force=False)
+        if name.startswith("unmt"):  # every UNMT run starts from its own pre-training, plus the copy baseline
+            ft = sorted(n for n in nodes if n.startswith("finetune."))
+            assert [n for n in ft if n != "finetune.copy"] == sorted("finetune." + p[9:] for p in nodes
+                                                                  if p.startswith("pretrain."))
 
 
 def test_study_recipes_parse_with_seeds_as_runs_of_one_configuration():
