@@ -1,7 +1,7 @@
 """The `xlp` command line. Thin: flags -> stage config -> stage run(). No logic lives here.
 
 Each stage declares its config dataclass (a light module) and its run function (imported only
-when the command runs, so `xlp --help` stays fast).
+when the command runs, so `xlp --help` stays fast). `python -m xlp_cli` is the same program.
 """
 
 from __future__ import annotations
@@ -9,14 +9,18 @@ from __future__ import annotations
 import typer
 
 from xlp_cli import __version__
-from xlp_cli.commands import stage_command
+from xlp_cli.commands import XlpGroup, stage_command
 from xlp_cli.stages import STAGES
 
 app = typer.Typer(
     name="xlp",
+    cls=XlpGroup,  # usage mistakes (a typo'd flag, `--workers two`) are one line, exit 2
     help="Raw multilingual text -> pretrained multilingual Transformers, with switchable language encodings.",
+    epilog="Each command's --help lists every flag with its default and its choices, and ends with an example. "
+           "Shell completion: xlp --install-completion.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,  # plain help: no Rich markup eating "[default: ...]", no cut flag names at 80 columns
     pretty_exceptions_enable=False,
 )
 
@@ -32,7 +36,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-bpe_app = typer.Typer(help="Learn and apply BPE (fastBPE format) or SentencePiece.", no_args_is_help=True)
+bpe_app = typer.Typer(help="Learn and apply BPE (fastBPE format) or SentencePiece.", no_args_is_help=True,
+                      rich_markup_mode=None)
 app.add_typer(bpe_app, name="bpe")
 _GROUPS = {"bpe": bpe_app}
 
@@ -41,7 +46,7 @@ for _stage, _spec in STAGES.items():  # the one stage table (stages.py)
 
 
 def main() -> None:
-    app()
+    app(prog_name="xlp")
 
 
 if __name__ == "__main__":

@@ -323,8 +323,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if node.stage == "evaluate" and getattr(node.cfg, "task", "") == "xnli" and node.status in ("ran", "skipped (done)"):
             comparison = node.summary if node.summary else _xnli_summary_from_disk(Path(node.cfg.out))
             break
+    reports = [str(f) for n in plan if nodes[n].stage == "evaluate" and nodes[n].status in ("ran", "skipped (done)")
+               for f in [_report_of(Path(nodes[n].cfg.out))] if f]
     return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
-            "seconds": round(time.time() - t_all, 1), "comparison": comparison}
+            "seconds": round(time.time() - t_all, 1), "comparison": comparison, "reports": reports}
+
+
+def _report_of(folder: Path) -> Path | None:
+    """The report an evaluate stage wrote (report.html, else report.md, else results.json)."""
+    return next((folder / f for f in ("report.html", "report.md", "results.json") if (folder / f).is_file()), None)
 
 
 XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
@@ -378,3 +385,5 @@ def print_summary(summary: dict[str, Any]) -> None:
         from xlp_cli.evaluate.run import print_summary as eval_summary
 
         eval_summary(summary["comparison"])
+    if summary.get("reports"):
+        ui.out.print("reports:\n" + "\n".join(f"  {r}" for r in summary["reports"]), markup=False)

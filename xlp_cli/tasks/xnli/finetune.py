@@ -135,6 +135,62 @@ def _resolve(path: Path | None, default: str) -> Path:
     return Path(path) if path is not None else artifacts.data_dir() / default
 
 
+def _groups(cfg: XnliConfig, langs: list[str], dev: dict, test: dict, train_file: Path, dev_file: Path,
+            enc: Any, bar: Any, encoding: Any) -> tuple[list[dict[str, Any]], int]:
+    """The trained model families (transfer: one; translate-train: one per language) with their encoded
+    train, selection and prediction sets; and the unlabelled training rows skipped."""
+    groups: list[dict[str, Any]] = []  # one per trained model family: {name, train, select, predict}
+    skipped_rows = 0
+    if cfg.setting == "transfer":
+        tl = cfg.train_lang
+        tr, skipped_rows = xd.read_tsv(train_file, default_lang=tl, langs={tl})
+        rows = tr.get(tl, [])
+        if not rows:
+            raise BadInput(f"no training rows in language {tl!r}", path=train_file)
+        if cfg.max_train_rows:
+            rows = rows[: cfg.max_train_rows]
+        sel_langs = [tl] if cfg.select_on == "train" else [l for l in langs if l in dev]
+        if not sel_langs or not all(l in dev for l in sel_langs):
+            raise BadInput(f"no {tl!r} dev rows to select on", path=dev_file)
+        bar.update(encoding, total=len(rows) + sum(len(dev[l]) for l in sel_langs)
+                   + sum(len(dev.get(l, [])) + len(test[l]) for l in langs))
+        groups.append({
+            "name": "transfer",
+            "train": [enc("train", cfg.train_lang, rows)],
+            "select": {l: enc("dev", l, dev[l]) for l in sel_langs},
+            "predict": {l: {"dev": enc("dev", l, dev[l]) if l in dev else None, "test": enc("test", l, test[l])} for l in langs},
+        })
+    else:
+        if not cfg.translated_train:  # each language's dev set (90% train, 10% selection) and test set
+            bar.update(encoding, total=sum(len(dev.get(l, [])) + len(test[l]) for l in langs))
+        for lang in langs:
+            if cfg.translated_train:
+                path = Path(cfg.translated_train.replace("{lang}", lang))
+                tr, s = xd.read_tsv(path, default_lang=lang, langs={lang})
+                skipped_rows += s
+                rows = tr.get(lang, [])
+                if not rows:
+                    raise BadInput(f"no training rows for {lang}", path=path)
+                sel_rows = dev.get(lang, [])
+                source = str(path)
+            else:
+                rows, sel_rows = xd.holdout_split(dev.get(lang, []))
+                source = f"{dev_file} (90% of the {lang} dev set: translated training data substitute)"
+            if cfg.max_train_rows:
+                rows = rows[: cfg.max_train_rows]
+            if not rows or not sel_rows:
+                raise BadInput(f"no translate-train data for {lang} (train {len(rows)} rows, selection {len(sel_rows)} rows)",
+                               path=dev_file)
+            sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
+            groups.append({
+                "name": lang, "source": source,
+                "train": [enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)],
+                "select": {lang: sel},
+                "predict": {lang: {"dev": sel, "test": enc("test", lang, test[lang])}},
+            })
+    return groups, skipped_rows
+
+
 def run(cfg: XnliConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     run = Path(cfg.data[0])
@@ -178,55 +234,16 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     cache = cfg.out / "encoded"
     max_total = pre.config.n_positions - pre.prefix_len
 
-    def enc(split: str, lang: str, rows: list[xd.Example]) -> xd.Encoded:
-        return xd.cached_encode(cache / f"{split}.{lang}", rows, pre.text_encoder, lang, cfg.max_len, max_total)
+    bar = ui.progress()
+    encoding = bar.add_task("xnli: encoding examples", total=None)
 
-    ui.info(f"finetune xnli ({cfg.setting}): encoding examples with the run's text pipeline ...")
-    groups: list[dict[str, Any]] = []  # one per trained model family: {name, train, select, test}
-    skipped_rows = 0
-    if cfg.setting == "transfer":
-        tl = cfg.train_lang
-        tr, skipped_rows = xd.read_tsv(train_file, default_lang=tl, langs={tl})
-        rows = tr.get(tl, [])
-        if not rows:
-            raise BadInput(f"no training rows in language {tl!r}", path=train_file)
-        if cfg.max_train_rows:
-            rows = rows[: cfg.max_train_rows]
-        sel_langs = [tl] if cfg.select_on == "train" else [l for l in langs if l in dev]
-        if not sel_langs or not all(l in dev for l in sel_langs):
-            raise BadInput(f"no {tl!r} dev rows to select on", path=dev_file)
-        groups.append({
-            "name": "transfer",
-            "train": [enc("train", cfg.train_lang, rows)],
-            "select": {l: enc("dev", l, dev[l]) for l in sel_langs},
-            "predict": {l: {"dev": enc("dev", l, dev[l]) if l in dev else None, "test": enc("test", l, test[l])} for l in langs},
-        })
-    else:
-        for lang in langs:
-            if cfg.translated_train:
-                path = Path(cfg.translated_train.replace("{lang}", lang))
-                tr, s = xd.read_tsv(path, default_lang=lang, langs={lang})
-                skipped_rows += s
-                rows = tr.get(lang, [])
-                if not rows:
-                    raise BadInput(f"no training rows for {lang}", path=path)
-                sel_rows = dev.get(lang, [])
-                source = str(path)
-            else:
-                rows, sel_rows = xd.holdout_split(dev.get(lang, []))
-                source = f"{dev_file} (90% of the {lang} dev set: translated training data substitute)"
-            if cfg.max_train_rows:
-                rows = rows[: cfg.max_train_rows]
-            if not rows or not sel_rows:
-                raise BadInput(f"no translate-train data for {lang} (train {len(rows)} rows, selection {len(sel_rows)} rows)",
-                               path=dev_file)
-            sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
-            groups.append({
-                "name": lang, "source": source,
-                "train": [enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)],
-                "select": {lang: sel},
-                "predict": {lang: {"dev": sel, "test": enc("test", lang, test[lang])}},
-            })
+    def enc(split: str, lang: str, rows: list[xd.Example]) -> xd.Encoded:
+        e = xd.cached_encode(cache / f"{split}.{lang}", rows, pre.text_encoder, lang, cfg.max_len, max_total)
+        bar.update(encoding, advance=len(rows), info=f"{split} {lang}")
+        return e
+
+    with bar:
+        groups, skipped_rows = _groups(cfg, langs, dev, test, train_file, dev_file, enc, bar, encoding)
 
     # grid x seeds
     results: dict[str, Any] = {"groups": {}}
@@ -245,15 +262,16 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
         results["groups"][g["name"]] = {"grid": grid, "selected": {"lr": chosen["lr"], "batch_size": chosen["batch_size"]},
                                         "source": g.get("source", str(train_file))}
         # predictions of the selected point's best checkpoint, per seed
-        for seed in cfg.seeds:
-            run_dir = cfg.out / "runs" / g["name"] / f"lr{_fmt(chosen['lr'])}-bs{chosen['batch_size']}-seed{seed}"
-            model = ckpt.load_model(run_dir / "checkpoints" / "best", rt.device)
-            for lang, splits in g["predict"].items():
-                for split, e in splits.items():
-                    if e is None:
-                        continue
+        sets = [(lang, split, e) for lang, splits in g["predict"].items() for split, e in splits.items() if e is not None]
+        with ui.progress() as bar:
+            task = bar.add_task(f"xnli: predicting ({g['name']})", total=len(cfg.seeds) * sum(len(e) for *_, e in sets))
+            for seed in cfg.seeds:
+                run_dir = cfg.out / "runs" / g["name"] / f"lr{_fmt(chosen['lr'])}-bs{chosen['batch_size']}-seed{seed}"
+                model = ckpt.load_model(run_dir / "checkpoints" / "best", rt.device)
+                for lang, split, e in sets:
                     write_predictions(cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl",
                                       model, e, LangIds([e], pre.lang_index), rt.device, cfg.eval_batch_size)
+                    bar.update(task, advance=len(e), info=f"seed {seed} {split} {lang}")
 
     summary = summarize(cfg, pre, langs, results, skipped_rows)
     artifacts.write_json_atomic(cfg.out / "results.json", summary)
