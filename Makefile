@@ -9,7 +9,7 @@ FIND_LINKS = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
 XLP_DATA_DIR ?= $(abspath ../shared/data)
 export XLP_DATA_DIR
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast test-reliability bench clean
 
 $(VENV)/.installed: pyproject.toml setup.py xlp_cli/bpe/_learnbpe.cpp
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,11 @@ test: setup
 	$(PY) -m pytest -q tests
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not integration" tests
+	$(PY) -m pytest -q -m "not slow and not integration and not reliability" tests
+
+# the kill sweep over every stage and the fuzz corpus of bad inputs (docs/reliability.md); `make test` runs it too
+test-reliability: setup
+	$(PY) -m pytest -q -m reliability tests
 
 bench: setup
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

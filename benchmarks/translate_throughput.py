@@ -24,8 +24,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xlp_cli.artifacts import data_dir  # noqa: E402
-from xlp_cli.finetune.translate import translate_ids  # noqa: E402
-from xlp_cli.models.seq2seq import Seq2SeqConfig, build_model  # noqa: E402
+from xlp_cli.models.factory import build_seq2seq  # noqa: E402
+from xlp_cli.models.seq2seq import Seq2SeqConfig  # noqa: E402
+from xlp_cli.tasks.translation.decode import translate_ids  # noqa: E402
 
 
 def sources(n: int) -> list[str]:
@@ -49,20 +50,20 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     lines = sources(args.sentences)
     if args.model:
-        from xlp_cli.finetune.mt_codec import TextCodec
-        from xlp_cli.finetune.translate import resolve_run
-        from xlp_cli.finetune.translation import load_translation_model
+        from xlp_cli.bpe.encoder import TextEncoder
+        from xlp_cli.tasks.translation.decode import resolve_run
+        from xlp_cli.tasks.translation.finetune import load_translation_model
 
         root, seed_dir = resolve_run(args.model, -1)
         model = load_translation_model(seed_dir)
-        codec = TextCodec.load(root)
-        src = [a.tolist() for a in codec.encode(lines, "de")]
-        sl, tl = model.cfg.langs.index("de"), model.cfg.langs.index("en")
+        codec = TextEncoder.load(root)
+        src = [a.tolist() for a in codec.encode_batch(lines, "de")]
+        sl, tl = model.config.langs.index("de"), model.config.langs.index("en")
         what = f"trained model {seed_dir}"
     else:
         torch.manual_seed(0)
         cfg = Seq2SeqConfig.from_preset(args.preset, vocab_size=8000, langs=["de", "en"], lang_encoding="xlp")
-        model = build_model(cfg).eval()
+        model = build_seq2seq(cfg).eval()
         # real sentences, words hashed to ids (a random model has no vocabulary to respect)
         src = [[14 + zlib.crc32(w.encode()) % 7900 for w in s.split()] for s in lines]
         sl, tl = 0, 1

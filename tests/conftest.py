@@ -37,3 +37,20 @@ def run_cli(*args: str, input: str | None = None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def write_commonvoice(shared: Path, tmp: Path, counts: tuple[tuple[str, int], ...]) -> list[Path]:
+    """The first n Common Voice sentences of each (lang, n), written as tmp/cv.<lang>.txt (skips without them)."""
+    import gzip
+
+    paths = []
+    for lang, n in counts:
+        src = sorted((shared / "commonvoice_sentences").glob(f"{lang}.*.txt.gz"))
+        if not src:
+            pytest.skip(f"Common Voice {lang} sentences not found under {shared / 'commonvoice_sentences'}")
+        with gzip.open(src[0], "rt", encoding="utf-8") as f:
+            lines = [next(f) for _ in range(n)]
+        p = tmp / f"cv.{lang}.txt"
+        p.write_text("".join(lines), encoding="utf-8")
+        paths.append(p)
+    return paths

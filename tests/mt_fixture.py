@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -72,8 +73,9 @@ def build(tmp: Path, data: Path, pairs: dict[str, dict[str, tuple]], max_words: 
     artifacts.write_manifest(prep, artifacts.new_manifest("prepare", dict(PIPELINE, source="multi30k-test-slice"),
                                                            counts=prep_counts))
     dico.write(ids_dir / "dict.txt")
+    shutil.copyfile(codes, ids_dir / "codes")  # an `xlp bpe apply` folder holds the tokenizer files it names
     m = artifacts.new_manifest("bpe-apply", {"codes": str(codes)}, counts=prep_counts, dictionary="dict.txt",
-                               tokenizer={"kind": "fastbpe", "codes": str(codes), "vocab": None, "dict": "dict.txt"},
+                               tokenizer={"kind": "fastbpe", "codes": "codes", "vocab": None, "dict": "dict.txt"},
                                upstream=[{"path": str(prep), "stage": "prepare"}])
     artifacts.write_manifest(ids_dir, m)
     return ids_dir

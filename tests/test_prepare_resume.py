@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -15,23 +14,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, write_commonvoice
 
 pytestmark = pytest.mark.integration
 
 
 def _write_input(shared: Path, tmp: Path) -> list[Path]:
-    paths = []
-    for lang, n in (("en", 8000), ("fr", 6000)):
-        src = sorted((shared / "commonvoice_sentences").glob(f"{lang}.*.txt.gz"))
-        if not src:
-            pytest.skip(f"Common Voice {lang} sentences not found under {shared / 'commonvoice_sentences'}")
-        with gzip.open(src[0], "rt", encoding="utf-8") as f:
-            lines = [next(f) for _ in range(n)]
-        p = tmp / f"cv.{lang}.txt"
-        p.write_text("".join(lines), encoding="utf-8")
-        paths.append(p)
-    return paths
+    return write_commonvoice(shared, tmp, (("en", 8000), ("fr", 6000)))
 
 
 def _hashes(out: Path) -> dict[str, str]:

@@ -104,6 +104,31 @@ def test_shipped_recipes_parse():
         for nid in recipes.order(nodes):  # every table builds a valid stage config
             recipes.build_config(nodes[nid], nodes, force=False)
         assert {"pretrain.additive", "pretrain.xlp", "finetune.additive", "finetune.xlp", "evaluate.xnli"} <= set(nodes)
+    for name in ("translation_demo.toml", "interlingua_study.toml"):
+        nodes, _ = recipes.parse(REPO / "pipelines" / name)
+        for nid in recipes.order(nodes):
+            recipes.build_config(nodes[nid], nodes, force=False)
+
+
+def test_study_recipes_parse_with_seeds_as_runs_of_one_configuration():
+    for name in ("fidelity_cpu.toml", "fidelity_gpu.toml"):
+        nodes, _ = recipes.parse(REPO / "pipelines" / name)
+        cfgs = {nid: recipes.build_config(nodes[nid], nodes, force=False) for nid in recipes.order(nodes)}
+        pre = sorted(n for n in nodes if n.startswith("pretrain."))
+        assert pre == sorted(f"pretrain.{e}-s{s}" for e in ("additive", "xlp", "vle") for s in (1, 2, 3))
+        assert {cfgs[f"pretrain.xlp-s{s}"].seed for s in (1, 2, 3)} == {1, 2, 3}
+        assert cfgs["pretrain.vle-s2"].lang_encoding == "vle"
+        claims = cfgs["evaluate.claims"]
+        assert claims.name == ["additive"] * 3 + ["xlp"] * 3 + ["vle"] * 3  # seeds of one configuration
+        assert [Path(d).name for d in claims.data] == [n.split(".", 1)[1] for n in sorted(
+            (n for n in nodes if n.startswith("finetune.")), key=list(nodes).index)]
+        assert not any("flores" in str(x) or "ntrex" in str(x) for c in cfgs.values() for x in getattr(c, "inputs", []))
+
+
+def test_seeds_must_be_integers(tmp_path):
+    r = _write(tmp_path, '[[pretrain]]\nname = "a"\nseeds = ["x"]\n')
+    with pytest.raises(BadInput, match="'seeds' must be a list of integers"):
+        recipes.parse(r)
 
 
 @pytest.mark.integration

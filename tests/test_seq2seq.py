@@ -136,7 +136,7 @@ def test_bad_configs_are_badinput():
     with pytest.raises(BadInput):
         Seq2SeqConfig.from_preset("huge", vocab_size=10, langs=["en"])
     with pytest.raises(BadInput):
-        Seq2SeqConfig.from_preset("tiny", vocab_size=10, langs=["en"], lang_encoding="vle")
+        Seq2SeqConfig.from_preset("tiny", vocab_size=10, langs=["en"], xlm_decoder=True)  # needs an XLM encoder
     with pytest.raises(BadInput):
         Seq2SeqConfig.from_preset("tiny", vocab_size=10, langs=["en"], arch="interlingua", lang_encoding="attaching")
     with pytest.raises(BadInput):

@@ -32,6 +32,15 @@ def test_several_langs_from_file_names(tmp_path):
     assert {(r.lang, r.text) for r in recs} == {("de", "Hallo Welt."), ("en", "Hello world.")}
 
 
+def test_common_voice_names_declare_the_language_first(tmp_path):
+    """Common Voice's sentence files are `<lang>[-REGION].<name>.txt.gz`; a region subtag maps to the base code."""
+    (tmp_path / "en.sentence-collector.txt.gz").write_bytes(gzip.compress(b"Hello world.\n"))
+    (tmp_path / "zh-CN.wiki.zh-cn.txt.gz").write_bytes(gzip.compress("\u4f60\u597d\u3002\n".encode()))
+    (tmp_path / "GlobalVoices.en-sw.sw.gz").write_bytes(gzip.compress(b"Habari.\n"))
+    recs, _ = read_all("text", [tmp_path / "*.gz"], langs=["en", "sw", "zh"])
+    assert {(r.lang, r.text) for r in recs} == {("en", "Hello world."), ("zh", "\u4f60\u597d\u3002"), ("sw", "Habari.")}
+
+
 def test_file_name_in_another_language_is_refused(tmp_path):
     (tmp_path / "train.fr").write_text("Bonjour.\n")
     (tmp_path / "notes.txt").write_text("Hallo.\n")

@@ -6,10 +6,13 @@ when the command runs, so `xlp --help` stays fast). `python -m xlp_cli` is the s
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from xlp_cli import __version__
 from xlp_cli.commands import XlpGroup, stage_command
+from xlp_cli.entry import INTERRUPTED
 from xlp_cli.stages import STAGES
 
 app = typer.Typer(
@@ -46,7 +49,12 @@ for _stage, _spec in STAGES.items():  # the one stage table (stages.py)
 
 
 def main() -> None:
-    app(prog_name="xlp")
+    try:
+        app(prog_name="xlp")  # also under `python -m xlp_cli`
+    except SystemExit as e:
+        if e.code == 130:  # Ctrl-C: Typer exits 130 without a word, and so does `commands.run_guarded`
+            sys.stderr.write(INTERRUPTED)
+        raise
 
 
 if __name__ == "__main__":

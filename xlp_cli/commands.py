@@ -180,24 +180,35 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
             traceback.print_exc()
         typer.echo(f"xlp: error: {e.one_line()}", err=True)
         raise typer.Exit(e.exit_code)
-    except KeyboardInterrupt:
-        typer.echo("xlp: interrupted; rerun the same command to resume", err=True)
+    except KeyboardInterrupt:  # `cli.main` says so (also for a Ctrl-C while Typer parses the flags)
         raise typer.Exit(130)
     except (typer.Exit, _CLICK_ERROR, *_ABORTS):  # the flag parser's own: XlpGroup reports them
         raise
     except MemoryError:
         typer.echo("xlp: error: out of memory; lower the batch size or the number of workers", err=True)
         raise typer.Exit(1)
+    except OSError as e:  # a full disk or a read-only folder met outside the writers that name their file
+        from xlp_cli.artifacts import write_failed
+
+        err = write_failed(e, e.filename or "?")
+        if err is None:
+            raise _internal(e) from None
+        typer.echo(f"xlp: error: {err.one_line()}", err=True)
+        raise typer.Exit(err.exit_code)
     except Exception as e:  # a bug, not the user's fault: still one line, with the way to see more
-        if os.environ.get("XLP_DEBUG"):
-            traceback.print_exc()
-        where = ""
-        tb = traceback.extract_tb(sys.exc_info()[2])
-        if tb:
-            where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}"
-        typer.echo(f"xlp: internal error{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                   " (set XLP_DEBUG=1 for the traceback)", err=True)
-        raise typer.Exit(1)
+        raise _internal(e) from None
+
+
+def _internal(e: BaseException) -> typer.Exit:
+    if os.environ.get("XLP_DEBUG"):
+        traceback.print_exception(e)
+    where = ""
+    tb = traceback.extract_tb(e.__traceback__)
+    if tb:
+        where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}"
+    typer.echo(f"xlp: internal error{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+               " (set XLP_DEBUG=1 for the traceback)", err=True)
+    return typer.Exit(1)
 
 
 def _params(config: Any) -> list[inspect.Parameter]:

@@ -8,6 +8,7 @@ Describe a field with `opt(...)` so its help text reaches `--help`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -19,6 +20,8 @@ from xlp_cli.errors import BadInput, did_you_mean
 T = TypeVar("T")
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "none")  # --amp of every stage that trains (xlp_cli/train/runtime.py)
+FORCE_HELP = ("Start over in an --out written with another config (or by another stage), removing only the files "
+              "xlp wrote there; also write into a folder that holds files xlp did not write (they are kept).")
 
 
 def opt(default: Any = dataclasses.MISSING, help: str = "", *, argument: bool = False, short: str | None = None,
@@ -108,7 +111,10 @@ def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
         if base is float:
             if isinstance(value, bool):
                 raise TypeError
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):  # nan/inf would train silently to nothing (or loop forever)
+                raise ValueError(f"expected a finite number, got {value}")
+            return number
         if base is Path:
             return Path(str(value)).expanduser()
         if base is str:

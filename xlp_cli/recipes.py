@@ -22,6 +22,7 @@ runs, and an interrupted one resumes by itself (each stage resumes from what its
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from xlp_cli import artifacts, config as cfgmod, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
+from xlp_cli.tasks import TASKS
 
 ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages.py)
 STAGES = {n: stages.STAGES[n] for n in ORDER}
@@ -41,7 +43,7 @@ class RunConfig:
     recipe: list[Path] = opt(factory=list, help="The recipe TOML file (e.g. pipelines/demo.toml).", argument=True)
     out: Path | None = opt(None, "Root folder of the stage outputs (overrides the `out` key of the recipe).")
     only: list[str] = opt(factory=list, help="Run only these stages (e.g. pretrain or pretrain.xlp); the others must be done.")
-    force: bool = opt(False, "Pass --force to every stage that runs (overwrite folders written with another config).")
+    force: bool = opt(False, "Pass --force to every stage that runs (folders of another config start over).")
     dry_run: bool = opt(False, "Print the plan (stage, folder, done or to run) and stop.")
 
     def validate(self) -> None:
@@ -58,6 +60,7 @@ class Node:
     where: str
     deps: list[str] = dataclasses.field(default_factory=list)
     parent: str = ""        # finetune: the pretrain node it starts from
+    group: str = ""         # runs of one [[pretrain]] entry with `seeds`: the entry's name (evaluate's run name)
     cfg: Any = None
     status: str = ""
     seconds: float = 0.0
@@ -105,23 +108,32 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
             if len(tables[stage]) > 1:
                 raise BadInput(f"[{stage}] may appear only once", path=recipe)
             add(Node(stage, stage, stage, dict(e), f"{recipe} [{stage}]"))
-    pretrain_names = []
+    pretrain_names, groups = [], {}
     for i, e in enumerate(tables.get("pretrain", [])):
         e = dict(e)
-        name = str(e.pop("name", "") or e.get("lang-encoding", e.get("lang_encoding", "")) or f"run{i + 1}")
-        pretrain_names.append(name)
-        add(Node(f"pretrain.{name}", "pretrain", name, e, f"{recipe} [[pretrain]] {name}"))
+        name = _plain(str(e.pop("name", "") or e.get("lang-encoding", e.get("lang_encoding", "")) or f"run{i + 1}"),
+                      recipe)
+        seeds = e.pop("seeds", None)  # recipe-only key: one run per seed, named <name>-s<seed>
+        if seeds is not None and (not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds)):
+            raise BadInput(f"[[pretrain]] {name}: 'seeds' must be a list of integers", path=recipe)
+        for seed in seeds or [None]:
+            run = name if seed is None else f"{name}-s{seed}"
+            pretrain_names.append(run)
+            groups[run] = name if seed is not None else ""
+            add(Node(f"pretrain.{run}", "pretrain", run, e if seed is None else {**e, "seed": seed},
+                     f"{recipe} [[pretrain]] {run}", group=groups[run]))
     ft_entries = tables.get("finetune", [])
     for j, e in enumerate(ft_entries):
         e = dict(e)
-        suffix = str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else ""))
+        suffix = _plain(str(e.pop("name", "") or (f"ft{j + 1}" if len(ft_entries) > 1 else "")), recipe)
         if "data" in e or not pretrain_names or e.get("task") == "translation":  # translation: one model per entry
             name = suffix or str(e.get("task", "finetune"))
             add(Node(f"finetune.{name}", "finetune", name, e, f"{recipe} [finetune] {name}"))
             continue
         for p in pretrain_names:
             name = p + (f"-{suffix}" if suffix else "")
-            add(Node(f"finetune.{name}", "finetune", name, dict(e), f"{recipe} [finetune] {name}", parent=f"pretrain.{p}"))
+            add(Node(f"finetune.{name}", "finetune", name, dict(e), f"{recipe} [finetune] {name}", parent=f"pretrain.{p}",
+                     group=groups[p] + (f"-{suffix}" if suffix and groups[p] else "")))
     seen_tasks: dict[str, int] = {}
     for e in tables.get("evaluate", []):
         e = dict(e)  # `name` is a real `xlp evaluate` flag here (run names), so the entry is named by its task
@@ -132,6 +144,14 @@ def parse(recipe: Path, root_override: Path | None = None) -> tuple[dict[str, No
 
     wire(nodes, root)
     return nodes, {"root": root, "title": meta.get("title", "")}
+
+
+def _plain(name: str, recipe: Path) -> str:
+    """A run name names a folder under the recipe's root: letters, digits, '.', '_', '+' and '-' only."""
+    if name and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", name):
+        raise BadInput(f"name {name!r}: a run name becomes a folder name; use letters, digits, '.', '_', '+', '-'",
+                       path=recipe)
+    return name
 
 
 def _ref(nodes: dict[str, Node], ref: str, where: str) -> list[str]:
@@ -195,11 +215,11 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
             # run, if any, through its own `init-encoder` key)
             deps = ([node.parent] if node.parent else []) if task == "xnli" else first("bpe-apply", "prepare")
         elif node.stage == "evaluate":
-            task = v.get("task", "xnli")
-            want = "finetune" if task in ("xnli", "translation") else "pretrain"
+            task = str(v.get("task", "xnli"))
+            want = TASKS[task].evaluate_reads if task in TASKS else "finetune"  # an unknown task fails in its config
             deps = [n for n in ids if nodes[n].stage == want]
-            if "name" not in v_keys and deps:
-                v["name"] = [nodes[n].name for n in deps]
+            if "name" not in v_keys and deps:  # the runs of one entry with `seeds` share its name: seeds of a run
+                v["name"] = [nodes[n].group or nodes[n].name for n in deps]
         node.deps = node.deps + deps
         v["data"] = [f"@{d}" for d in deps]
     order(nodes)  # raises on a cycle
@@ -287,13 +307,19 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             raise BadInput(f"--only {o}: no such stage in the recipe (stages: {', '.join(plan)})", path=recipe)
     selected = [n for n in plan if not only or n in only or nodes[n].stage in only]
 
+    root = Path(meta["root"]).resolve()
+    for nid in plan:  # every table is checked against its stage's config before the first stage runs
+        nodes[nid].cfg = build_config(nodes[nid], nodes, cfg.force)
+        out = Path(nodes[nid].cfg.out).resolve()
+        if out != root and root not in out.parents:
+            raise BadInput(f"stage {nid} would write to {out}, outside the recipe's root folder {root}; a recipe's "
+                           "stage folders must lie inside its root (recipe.out or --out)", path=nodes[nid].where)
     ran: set[str] = set()
     t_all = time.time()
     for nid in plan:
         node = nodes[nid]
-        if node.stage == "finetune" and not cfg.dry_run:
-            _catalog_task_fallback(node, nodes, Path(meta["root"]))
-        node.cfg = build_config(node, nodes, cfg.force)
+        if node.stage == "finetune" and not cfg.dry_run and _catalog_task_fallback(node, nodes, Path(meta["root"])):
+            node.cfg = build_config(node, nodes, cfg.force)
         if nid not in selected:
             node.status = "not selected"
             continue
@@ -337,15 +363,15 @@ def _report_of(folder: Path) -> Path | None:
 XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
 
 
-def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> None:
-    """XNLI fine-tuning without the XNLI/MultiNLI files: derive a task from the catalogs, and say so."""
+def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> bool:
+    """XNLI fine-tuning without the XNLI/MultiNLI files: derive a task from the catalogs, and say so (True)."""
     v = node.values
     if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
-        return
+        return False
     data = artifacts.data_dir()
     missing = [str(data / rel) for rel in XNLI_FILES.values() if not (data / rel).is_file()]
     if not missing:
-        return
+        return False
     if "prepare" not in nodes or not artifacts.try_read_manifest(nodes["prepare"].values["out"]):
         raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
                        "to derive a classification task from")
@@ -358,6 +384,7 @@ def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> No
     for key in XNLI_FILES:
         v[key] = task[key.replace("-", "_")]
     v.setdefault("train-lang", task["train_lang"])
+    return True
 
 
 def _xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 
 TOKENIZERS = ("fastbpe", "sentencepiece")
@@ -30,7 +30,7 @@ class BpeLearnConfig:
     parallel: bool = opt(False, help="Also learn from both sides of parallel (<l1>-<l2>) folders.")
     max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.")
     min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.")
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
+    force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if not self.data:
@@ -57,7 +57,7 @@ class BpeApplyConfig:
     max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
     min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
     batch_rows: int = opt(16384, help="Rows per batch while applying.", volatile=True)
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
+    force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if not self.data:

@@ -78,20 +78,17 @@ class TextEncoder:
     def from_folder(cls, folder: str | Path) -> "TextEncoder":
         from xlp_cli.text.pipeline import TextPipeline
 
-        found = artifacts.find_upstream([Path(folder)], "bpe-apply")
+        found = artifacts.find_upstream([Path(folder)], "bpe-apply", verify=False)  # (no shard is read here)
         if found is None:
             artifacts.read_manifest(folder)  # precise message for a missing folder/manifest
             raise BadInput("no `xlp bpe apply` output upstream of this folder: cannot rebuild the tokenizer", path=folder)
         ids_dir, ids_m = found
         info = ids_m["tokenizer"]
         tok = load_tokenizer(info, ids_dir)
-        prep = artifacts.find_upstream([ids_dir], "prepare")
+        prep = artifacts.find_upstream([ids_dir], "prepare", verify=False)
         text_config = prep[1].get("config", {}) if prep else ids_m.get("text_config") or {}
-        files = {}
-        for key in ("model", "codes", "vocab"):
-            if info.get(key):
-                p = Path(info[key])
-                files[key] = p if p.is_absolute() else ids_dir / p
+        files = {key: artifacts.inside(ids_dir, info[key], f"tokenizer {key} file", ids_dir / artifacts.MANIFEST)
+                 for key in ("model", "codes", "vocab") if info.get(key)}
         return cls(TextPipeline.from_config(text_config), tok, ids_dir, files)
 
     # ------------------------------------------------------------ a self-contained copy in a run folder
@@ -116,14 +113,15 @@ class TextEncoder:
         tdir = folder / TOKENIZER_DIR
         meta, meta_path = saved_tokenizer(folder)
         try:
-            files = {k: tdir / v for k, v in meta.get("files", {}).items()}
+            names = dict(meta.get("files", {}))
             kind = meta.get("kind", "fastbpe")
-        except (AttributeError, TypeError) as e:
+        except (AttributeError, TypeError, ValueError) as e:
             raise BadInput(f"corrupt {meta_path.name} ({e})", path=meta_path) from None
+        files = {k: artifacts.inside(tdir, v, f"tokenizer {k} file", meta_path) for k, v in names.items()}
         if "model" in files and kind == "fastbpe":  # xlp 0.1 stored the fastBPE codes under "model"
             files["codes"] = files.pop("model")
-        info = {"kind": kind, "dict": str(folder / "dict.txt"),
-                **{k: str(p) for k, p in files.items()}}
+        info = {"kind": kind, "dict": "dict.txt",
+                **{k: p.relative_to(folder).as_posix() for k, p in files.items()}}
         return cls(TextPipeline.from_config(meta.get("pipeline") or {}), load_tokenizer(info, folder), None, files)
 
     # ------------------------------------------------------------ text -> ids

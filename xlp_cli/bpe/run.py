@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts, outdir, ui
 from xlp_cli.bpe import corpus
 from xlp_cli.bpe.codes import BpeCodec, check_vocab_matches_codes, learn_merges, read_codes, read_vocab, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -46,7 +46,13 @@ def _finished(out: Path, previous: dict[str, Any] | None, files: list[str]) -> b
     return bool(previous) and previous.get("complete", False) and all((out / f).is_file() for f in files)
 
 
+LEARN_OWNS = ("codes", "vocab", "dict.txt", "spm.model")
+APPLY_OWNS = ("dict.txt", "codes", "vocab", "spm.model", "train", "valid", "test")
+TOKENIZER_FILES = {"codes": "codes", "vocab": "vocab", "model": "spm.model"}  # manifest key -> name in IDS
+
+
 # ================================================================ learn
+@outdir.scoped
 def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     t0 = time.time()
     prep, prep_m = _prepare(cfg.data)
@@ -60,7 +66,7 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     empty = [l for l, k in n.items() if k == 0]
     if empty:
         raise BadInput(f"language(s) {', '.join(empty)} have no {cfg.split} sentences", path=prep / cfg.split)
-    previous = artifacts.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force)
+    previous = artifacts.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force, owns=LEARN_OWNS)
     files = ["spm.model", "dict.txt"] if cfg.tokenizer == "sentencepiece" else ["codes", "vocab", "dict.txt"]
     if _finished(out, previous, files):
         ui.info(f"{out}: already learned with this config; nothing to do")
@@ -170,6 +176,7 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
     return tok, info, [_upstream(bpe_dir, bpe_m)], bpe_m.get("text_config") or {}
 
 
+@outdir.scoped
 def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     t0 = time.time()
     prep, prep_m = _prepare(cfg.data)
@@ -189,10 +196,11 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     missing = [l for l in cfg.lang if not any(l in f.langs for f in folders)]
     if missing:
         raise BadInput(f"no data for language(s) {', '.join(missing)}", path=prep)
-    previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force)
+    previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force, owns=APPLY_OWNS)
     if previous and previous.get("complete"):
         ui.info(f"{out}: already applied with this config; nothing to do")
         return dict(previous["summary"], skipped=True)
+    info = _copy_tokenizer(info, out)
 
     shards_out: dict[str, Any] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -206,12 +214,12 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
                 dest = out / rel
                 if dest.is_file():  # resume: this config already wrote it completely
                     table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
-                    shards_out[str(rel)] = {"sha256": artifacts.sha256_file(dest), "rows": table.num_rows}
+                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows)
                     n_tok = sum(len(c.combine_chunks().values) for c in table.columns)
                     u = 0
                 else:
                     table, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows)
-                    shards_out[str(rel)] = {"sha256": artifacts.write_shard(dest, table), "rows": table.num_rows}
+                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows, artifacts.write_shard(dest, table))
                 counts.setdefault(f.split, {}).setdefault(f.name, 0)
                 counts[f.split][f.name] += table.num_rows
                 tokens.setdefault(f.split, {}).setdefault(f.name, 0)
@@ -220,7 +228,7 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
                 bar.advance(task)
 
     tok.dico.write(out / "dict.txt")
-    info = dict(info, dict="dict.txt", dict_sha256=artifacts.sha256_file(out / "dict.txt"))  # relative to IDS
+    info = dict(info, dict="dict.txt", dict_sha256=artifacts.sha256_file(out / "dict.txt"))  # all relative to IDS
     total_tokens = sum(v for s in tokens.values() for v in s.values())
     summary = {"out": str(out), "tokenizer": tok.kind, "dictionary_size": len(tok.dico), "shards": len(shards_out),
                "sentences": sum(v for s in counts.values() for v in s.values()), "tokens": total_tokens,
@@ -232,6 +240,24 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     )
     artifacts.write_manifest(out, manifest)
     return summary
+
+
+def _copy_tokenizer(info: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Copy the tokenizer's files into IDS, so that the folder is self-contained and its manifest names only files
+    inside it; the original paths are kept as `copied_from` (a record, never followed)."""
+    import shutil
+
+    info = dict(info)
+    copied = {}
+    for key, name in TOKENIZER_FILES.items():
+        if info.get(key):
+            src = Path(info[key])
+            if src.resolve() != (out / name).resolve():
+                with artifacts.atomic_path(out / name) as tmp:
+                    shutil.copyfile(src, tmp)
+            copied[key], info[key] = str(src), name
+    info["copied_from"] = copied
+    return info
 
 
 def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int) -> tuple[pa.Table, int, int]:

@@ -47,10 +47,14 @@ class Tokenizer:
 
 
 def load_tokenizer(info: dict[str, Any], base: Path) -> Tokenizer:
-    """Rebuild a tokenizer from a manifest's `tokenizer` entry (paths relative to `base` or absolute), checking hashes."""
+    """Rebuild a tokenizer from a manifest's `tokenizer` entry (paths relative to `base`, the folder of that
+    manifest, and confined to it), checking hashes."""
     def file(key: str) -> Path:
-        p = Path(info[key])
-        p = p if p.is_absolute() else base / p
+        if isinstance(info.get(key), str) and Path(info[key]).is_absolute():
+            raise BadInput(f"the manifest names the {key} file by an absolute path ({info[key]}), as xlp 0.1 did; "
+                           "only files inside the folder are read: rerun `xlp bpe apply` with --force",
+                           path=base / artifacts.MANIFEST)
+        p = artifacts.inside(base, info.get(key), f"tokenizer {key} file", base / artifacts.MANIFEST)
         want = info.get(f"{key}_sha256")
         if not p.is_file():
             raise BadInput(f"the {key} file recorded in the manifest is missing", path=p)

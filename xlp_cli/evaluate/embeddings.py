@@ -22,7 +22,7 @@ import torch
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
-from xlp_cli.models.checkpoint import load_pretrained
+from xlp_cli.models.checkpoint import checkpoint_dir, load_model
 from xlp_cli.models.encoder import TransformerEncoder
 
 UNK_INDEX = 3
@@ -48,11 +48,23 @@ class LoadedRun:
 
 
 def load_run(folder: Path, name: str, which: str) -> LoadedRun:
+    """A pre-trained encoder with its text codec: an `xlp pretrain` run (MLM: its model; MASS: the encoder of its
+    encoder-decoder) or an `xlp finetune --task unmt` run (the encoder of its first seed's model)."""
     from xlp_cli.bpe.encoder import TextEncoder
 
     folder = Path(folder)
-    artifacts.read_manifest(folder, stage="pretrain")
-    model = load_pretrained(folder, which)
+    m = artifacts.read_manifest(folder)
+    if m.get("stage") == "finetune" and m.get("task") == "unmt" and (m.get("outputs") or {}).get("runs"):
+        ckpt_dir = checkpoint_dir(folder / str(m["outputs"]["runs"][0]), which)
+    elif m.get("stage") == "pretrain":
+        ckpt_dir = checkpoint_dir(folder, which)
+    else:
+        raise BadInput("not an `xlp pretrain` run or an `xlp finetune --task unmt` run", path=folder)
+    model = load_model(ckpt_dir)
+    model = getattr(model, "xlm_encoder", None) or model  # an encoder-decoder: its (XLM) encoder
+    if getattr(model, "KIND", "") != "encoder":
+        raise BadInput(f"no pre-trained XLM encoder in this checkpoint (a {model.KIND})", path=ckpt_dir)
+    model = model.eval()
     te = TextEncoder.from_folder(folder)
     n = len(te.dictionary)
     if n != model.config.vocab_size:

@@ -6,10 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, tasks
+from xlp_cli import artifacts, config as cfgmod, outdir, tasks
+
+OWNS = ("report.md", "report.html", "results.json", "*.png")  # what the evaluate tasks write in EVAL (outdir.py)
 
 
+@outdir.scoped
 def run(cfg: Any) -> dict[str, Any]:
+    # an evaluation is cheap to redo: another config replaces the outputs (never files xlp did not write)
+    previous = outdir.read_marker(cfg.out) if Path(cfg.out).is_dir() else {}
+    config = cfgmod.identity(cfg)
+    changed = bool(previous) and previous.get("config_hash") != artifacts.config_hash(config)
+    artifacts.guard_out_dir(cfg.out, "evaluate", config, force=cfg.force or changed, owns=OWNS)
     summary = tasks.run("evaluate", cfg)
     write_manifest(cfg, summary)
     return summary

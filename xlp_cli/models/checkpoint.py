@@ -1,7 +1,7 @@
 """The one checkpoint layout of xlp, for every kind of model, and its one reader/writer. Nothing here unpickles.
 
     CKPT/model.safetensors   the weights (a tensor shared by two modules is stored once)
-    CKPT/model.json          {"kind": "encoder" | "seq2seq" | "classifier", ...the model's config}
+    CKPT/model.json          {"kind": "encoder" | "seq2seq" | "classifier" | "veco-classifier", ...the model's config}
     CKPT/state.pt            optimizer, LR-scheduler and grad-scaler state: tensors and numbers only, read with
                              torch.load(weights_only=True); absent in `best` checkpoints (weights only)
     CKPT/meta.json           format_version, step, tokens, best {score, step, metrics}, objective (its data
@@ -52,13 +52,14 @@ def _kinds() -> dict[str, Callable[[dict[str, Any]], torch.nn.Module]]:
     """How each model kind is rebuilt from its model.json (a new kind of model is one line here)."""
     from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
     from xlp_cli.models.factory import build_seq2seq
-    from xlp_cli.models.heads import ClassifierConfig, SequenceClassifier
+    from xlp_cli.models.heads import ClassifierConfig, PlugInClassifier, SequenceClassifier
     from xlp_cli.models.seq2seq import Seq2SeqConfig
 
     return {
         "encoder": lambda d: TransformerEncoder(ModelConfig.from_dict(d)),
         "seq2seq": lambda d: build_seq2seq(Seq2SeqConfig.from_dict(d)),
         "classifier": lambda d: SequenceClassifier.from_config(ClassifierConfig.from_dict(d)),
+        "veco-classifier": lambda d: PlugInClassifier.from_config(ClassifierConfig.from_dict(d)),
     }
 
 

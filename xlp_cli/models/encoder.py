@@ -43,6 +43,7 @@ class ModelConfig(PresetConfig):
     dropout: float = 0.1
     attention_dropout: float = 0.1
     pre_ln: bool = False
+    cross_attention: bool = False   # VECO: a plug-and-play cross-attention sub-layer in every layer (veco.py)
     pad_index: int = special_ids.PAD
     preset: str | None = None
 
@@ -81,7 +82,7 @@ class TransformerEncoder(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
             Block(d, cfg.n_heads, cfg.d_ff, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
-                  pre_ln=cfg.pre_ln) for _ in range(cfg.n_layers))
+                  pre_ln=cfg.pre_ln, cross_attn=cfg.cross_attention) for _ in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(d, eps=1e-12) if cfg.pre_ln else nn.Identity()
         self.pred_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
@@ -90,11 +91,15 @@ class TransformerEncoder(nn.Module):
         return self.lang_encoding.prefix_len
 
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, positions: torch.Tensor | None = None,
-                pad_mask: torch.Tensor | None = None, pred_mask: torch.Tensor | None = None) -> torch.Tensor:
+                pad_mask: torch.Tensor | None = None, pred_mask: torch.Tensor | None = None,
+                memory: torch.Tensor | None = None, memory_pad_mask: torch.Tensor | None = None) -> torch.Tensor:
         """ids [B, T]; langs [B] or [B, T]; positions [B, T] (default 0..T-1); pad_mask [B, T] True at padding.
 
         Returns hidden states [B, prefix_len + T, d]; with `pred_mask` [B, T] bool, the MLM logits [N, V] of
         the N masked positions instead (so DDP / torch.compile see the head inside forward).
+        With `memory` [B, S, d] (a model with `cross_attention`), every layer also attends to it (VECO's s
+        stream; `memory_pad_mask` [B, S - prefix_len] True at padding); without it the cross-attention is
+        unplugged and the model is exactly the plain encoder.
         """
         b, t = ids.shape
         langs = expand_langs(langs, t)
@@ -113,8 +118,14 @@ class TransformerEncoder(nn.Module):
         if pad_mask is not None:
             attn_mask = ~pad_mask[:, None, None, :]
             x = x.masked_fill(pad_mask[..., None], 0.0)
+        memory_mask = None
+        if memory is not None:
+            if not self.config.cross_attention:
+                raise ValueError("this encoder has no cross-attention (ModelConfig.cross_attention is False)")
+            memory_pad_mask = extend_pad_mask(memory_pad_mask, p)
+            memory_mask = None if memory_pad_mask is None else ~memory_pad_mask[:, None, None, :]
         for layer in self.layers:
-            x = layer(x, attn_mask)
+            x = layer(x, attn_mask, memory=memory, memory_mask=memory_mask)
             if pad_mask is not None:
                 x = x.masked_fill(pad_mask[..., None], 0.0)
         x = self.ln_final(x)

@@ -80,7 +80,7 @@ ENCODINGS: dict[str, EncodingSpec] = {
     "xlp": EncodingSpec("xlp_cli.models.encodings:XlpEncoding", "XLP: a per-language projection of the word embeddings",
                         options=XlpOptions, frozen_when_finetuning=True),
     "vle": EncodingSpec("xlp_cli.models.encodings:VleEncoding", "VLE: a language vector from the top-K vocabulary",
-                        options=VleOptions, vocab_k_option="vle_k", marks_target=False,
+                        options=VleOptions, vocab_k_option="vle_k",
                         prefix_slots=lambda o: 1 if o.get("vle_style") == "padding" else 0, state_keys=("vle_sizes",)),
 }
 ENCODING_NAMES: tuple[str, ...] = tuple(ENCODINGS)

@@ -37,6 +37,11 @@ Encodings (equations in docs/encodings.md)
                languages present in the batch; in eval mode with gradients off it is computed for all languages,
                cached and reused until the weights change.
                style "adding": x + E_V[lang] per token; style "padding": E_V[lang of first token] prepended.
+               On a decoder (translation, UNMT, MASS) the target language is told the same way: "adding" adds
+               E_V[tgt] to `<s> y_1 ..` at every position, "padding" puts E_V[tgt] in place of `<s>`, so the first
+               word is predicted from it. The decoder's module has its own W_l and the same Voc_l ids
+               (`vocabularies()`), and reads the shared embedding table, so E_V[tgt] follows the embeddings as
+               they train; in eval mode the vectors are cached, so incremental decoding computes them once.
 """
 
 from __future__ import annotations
@@ -107,6 +112,11 @@ class LanguageEncoding(nn.Module):
     def language_parameters(self) -> list[nn.Parameter]:
         """Parameters that belong to the language encoding (e.g. to freeze XLP projections when fine-tuning)."""
         return list(self.parameters())
+
+    def vocabularies(self) -> list[list[int]] | None:
+        """The top-K token ids per language it was built from (`vocab_ids`), for building its twin on a
+        decoder; None for an encoding that needs none."""
+        return None
 
 
 class NoEncoding(LanguageEncoding):
@@ -251,6 +261,10 @@ class VleEncoding(LanguageEncoding):
 
     def language_parameters(self) -> list[nn.Parameter]:
         return [self.W]
+
+    def vocabularies(self) -> list[list[int]]:
+        starts = self.voc_offsets.tolist()
+        return [self.voc_ids[a: a + n].tolist() for a, n in zip(starts, self.sizes)]
 
     @torch.no_grad()
     def feature_gates(self, embedding: nn.Embedding) -> torch.Tensor:

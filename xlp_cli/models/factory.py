@@ -12,7 +12,9 @@ from xlp_cli.models.interlingua import InterlinguaSeq2Seq
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig
 
 
-def build_seq2seq(cfg: Seq2SeqConfig, pretrained_encoder: nn.Module | None = None) -> Seq2Seq:
+def build_seq2seq(cfg: Seq2SeqConfig, pretrained_encoder: nn.Module | None = None,
+                  vocab_ids: list[list[int]] | None = None) -> Seq2Seq:
+    """`vocab_ids`: the top-K ids per language of an encoding built from `xlp vocab-score` (VLE)."""
     if cfg.arch == "interlingua":
-        return InterlinguaSeq2Seq(cfg)
-    return Seq2Seq(cfg, pretrained_encoder)
+        return InterlinguaSeq2Seq(cfg, vocab_ids)
+    return Seq2Seq(cfg, pretrained_encoder, vocab_ids)

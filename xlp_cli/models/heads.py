@@ -2,6 +2,8 @@
 
     model = SequenceClassifier(encoder, n_labels=3, dropout=0.0)     # XNLI: XLM's first-position classifier
     logits = model(ids, langs, pad_mask)                             # [B, n_labels]
+    model = PlugInClassifier(veco_encoder)                           # VECO plug-in: x and its translation y
+    logits = model(ids, langs, pad_mask, y_ids, y_langs, y_pad)      # [B, n_labels] from [h_x; s_x]
 
 `freeze_language_parameters(model)` freezes the encoding's language parameters when its registry line says
 `frozen_when_finetuning` (XLP's projections, XLP paper appendix B.1).
@@ -16,6 +18,8 @@ import torch
 import torch.nn as nn
 
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
+from xlp_cli.models.encodings import expand_langs
+from xlp_cli.models.veco import Side, stack_pair, streams
 
 
 @dataclasses.dataclass
@@ -51,6 +55,28 @@ class SequenceClassifier(nn.Module):
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, pad_mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.encoder(ids, langs, None, pad_mask)
         return self.head(self.drop(self.encoder.pooled(hidden)))
+
+
+class PlugInClassifier(SequenceClassifier):
+    """VECO plug-in fine-tuning (section 3.1): x and its translation y run as VECO's two streams
+    (`models/veco.py`: s attends to the partner's h^L, a constant as in pre-training); the label of x comes from
+    the first positions of [h_x; s_x], that of y (`both=True`, training) from [h_y; s_y]."""
+
+    KIND = "veco-classifier"
+
+    def __init__(self, encoder: TransformerEncoder, n_labels: int = 3, dropout: float = 0.0):
+        if not encoder.config.cross_attention:
+            raise ValueError("plug-in fine-tuning needs an encoder with cross-attention (a VECO pre-training)")
+        super().__init__(encoder, n_labels, dropout)
+        self.head = nn.Linear(2 * encoder.config.d_model, n_labels)
+
+    def forward(self, ids: torch.Tensor, langs: torch.Tensor, pad_mask: torch.Tensor, pair_ids: torch.Tensor,
+                pair_langs: torch.Tensor, pair_pad_mask: torch.Tensor, both: bool = False) -> torch.Tensor:
+        x = Side(ids, expand_langs(langs, ids.shape[1]), None, pad_mask)
+        y = Side(pair_ids, expand_langs(pair_langs, pair_ids.shape[1]), None, pair_pad_mask)
+        h, s = streams(self.encoder, stack_pair(x, y))
+        logits = self.head(self.drop(torch.cat([self.encoder.pooled(h), self.encoder.pooled(s)], dim=-1)))
+        return logits if both else logits[: ids.shape[0]]
 
 
 def set_dropout(module: nn.Module, p: float) -> None:

@@ -62,8 +62,8 @@ class Interlingua(nn.Module):
 
 
 class InterlinguaSeq2Seq(Seq2Seq):
-    def __init__(self, cfg: Seq2SeqConfig):
-        super().__init__(cfg)
+    def __init__(self, cfg: Seq2SeqConfig, vocab_ids: list[list[int]] | None = None):
+        super().__init__(cfg, None, vocab_ids)
         d = cfg.d_model
         self.lang_embed = nn.Embedding(max(1, len(cfg.langs)), d)
         nn.init.normal_(self.lang_embed.weight, mean=0.0, std=d ** -0.5)

@@ -53,8 +53,10 @@ def _select(memory: dict, rows: torch.Tensor) -> dict:
 
 @torch.no_grad()
 def greedy(model: Seq2Seq, src: torch.Tensor, src_lang: torch.Tensor, tgt_lang: torch.Tensor,
-           max_len_a: float = 1.2, max_len_b: int = 10) -> list[Hypothesis]:
-    """Argmax decoding, batched. src [B, S] with `</s>`; languages [B]."""
+           max_len_a: float = 1.2, max_len_b: int = 10, temperature: float = 0.0,
+           generator: torch.Generator | None = None) -> list[Hypothesis]:
+    """Argmax decoding, batched. src [B, S] with `</s>`; languages [B]. With `temperature` > 0, each token is
+    sampled from softmax(logits / temperature) instead (from `generator`, on the model's device)."""
     model.eval()
     B = src.size(0)
     limit = _limits(model, src, max_len_a, max_len_b)
@@ -71,7 +73,11 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lang: torch.Tensor, tgt_lang: 
         force = (limit[alive] <= step)
         if force.any():
             lp[force] = torch.where(torch.arange(lp.size(1), device=lp.device) == EOS, lp[force], float("-inf"))
-        best_lp, best = lp.max(dim=-1)
+        if temperature > 0:
+            best = torch.multinomial(torch.softmax(lp / temperature, dim=-1), 1, generator=generator).squeeze(1)
+            best_lp = lp.gather(1, best[:, None]).squeeze(1)
+        else:
+            best_lp, best = lp.max(dim=-1)
         keep = []
         for j, b in enumerate(alive.tolist()):
             logprob[b] += float(best_lp[j])

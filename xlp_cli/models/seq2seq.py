@@ -12,13 +12,22 @@ the source language on the encoder side and the target language on the decoder s
 - `additive`: encoder input `w_i + L_src`, decoder input `<s> y_1 ..` with `+ L_tgt` at every position.
 - `xlp`: encoder input `w_i P_src`, decoder input `<s> y_1 ..` each projected by `P_tgt`; the target
   language reaches the decoder only through its projection (the word embeddings' language-specific space).
+- `vle`: the language vector E_V of VLE Eq. 3, computed from the shared embedding table: `adding` puts
+  `+ E_V[src]` / `+ E_V[tgt]` at every position (like additive); `padding` prepends it (like attaching, so the
+  decoder starts from E_V[tgt] instead of `<s>`). Both sides read the same Voc_l ids; each has its own W_l.
 - `none`: no language signal (a bilingual baseline).
 Positions (sinusoidal, as Vaswani et al.) are added after the language encoding, as the XLP paper does.
+
+`xlm_decoder` (UNMT, MASS): with a pre-trained XLM encoder (`encoder_kind` "xlm"), the decoder's layers are
+built like the encoder's (GELU, its heads, FFN size and LayerNorm epsilon) and its language encoding starts as a
+copy of the encoder's, so `init_decoder_from_encoder` can start the whole decoder from an MLM run, as XLM does
+for unsupervised MT (the cross-attention sub-layers stay random). `Seq2SeqConfig.like_encoder` builds that config.
 The model never branches on the encoding's name: an encoding says how many positions it prepends.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from typing import Any
@@ -32,6 +41,7 @@ from xlp_cli.models.blocks import Block, reorder_cache  # noqa: F401  (reorder_c
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, spec as encoding_spec
 from xlp_cli.models.encodings import build_encoding
 from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS, PresetConfig
+from xlp_cli.models.veco import tie_self_attention
 from xlp_cli.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
 
 ARCHS = ("transformer", "interlingua")
@@ -61,6 +71,13 @@ class Seq2SeqConfig(PresetConfig):
     # no embedding scaling and an embedding LayerNorm like XLM's own decoder, and shares its embeddings.
     encoder_kind: str = "native"
     encoder_config: dict[str, Any] | None = None  # the pretrained encoder's ModelConfig (encoder_kind "xlm")
+    # "encoder": the decoder layers are shaped like the pretrained encoder's (GELU, its heads and FFN, LayerNorm
+    # eps 1e-12), so a VECO run initialises them (models/veco.py); "fairseq": the layers of `block` below.
+    decoder_layout: str = "fairseq"
+    tie_self_attention: bool = False  # VECO: decoder layer i shares the self-attention of its encoder layer
+    # UNMT/MASS: decoder layers like the XLM encoder's (as decoder_layout "encoder") and XLM's decoder embeddings
+    # (the encoder's language encoding, learned positions); needs encoder_kind "xlm"
+    xlm_decoder: bool = False
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -75,12 +92,28 @@ class Seq2SeqConfig(PresetConfig):
         if self.arch == "interlingua" and self.encoder_kind == "xlm":
             raise BadInput("--arch interlingua needs language-aware sinusoidal positions in the encoder; "
                            "it cannot start from a pretrained (learned-position) encoder")
+        if self.xlm_decoder and self.encoder_kind != "xlm":
+            raise BadInput("an XLM-style decoder needs an XLM encoder (encoder_kind 'xlm')")
         if self.d_model % self.heads:
             raise BadInput(f"model width {self.d_model} is not divisible by {self.heads} heads")
         if self.d_model % 2:
             raise BadInput("model width must be even (sinusoidal positions)")
+        if (self.decoder_layout == "encoder" or self.tie_self_attention) and self.encoder_kind != "xlm":
+            raise BadInput("decoder layers shaped like (or tied to) a pretrained encoder need --init-encoder")
 
     PRESETS = PRESETS
+
+    @classmethod
+    def like_encoder(cls, enc: Any, **kw: Any) -> "Seq2SeqConfig":
+        """An encoder-decoder around the XLM encoder of config `enc` (a `ModelConfig`), with a decoder of the same
+        shape (as many layers, heads, FFN size, dropout, positions): UNMT and MASS (XLM's / MASS's models)."""
+        values = dict(vocab_size=enc.vocab_size, langs=list(enc.langs), lang_encoding=enc.lang_encoding,
+                      encoding_options=dict(enc.encoding_options), d_model=enc.d_model, enc_layers=enc.n_layers,
+                      dec_layers=enc.n_layers, heads=enc.n_heads, ffn=enc.d_ff, dropout=enc.dropout,
+                      attn_dropout=enc.attention_dropout, max_positions=enc.n_positions - 1, pre_norm=enc.pre_ln,
+                      encoder_kind="xlm", encoder_config=enc.to_dict(), xlm_decoder=True)
+        values.update(kw)
+        return cls(**values)
 
     def lang_id(self, lang: str) -> int:
         try:
@@ -89,7 +122,12 @@ class Seq2SeqConfig(PresetConfig):
             raise BadInput(f"language {lang!r} is not one the model was trained with ({', '.join(self.langs)})") from None
 
     def block(self, *, self_attn: bool = True, cross_attn: bool = False) -> Block:
-        """A layer of this model: ReLU FFN with dropout after the activation, LayerNorm eps 1e-5 (fairseq)."""
+        """A layer of this model: ReLU FFN with dropout after the activation, LayerNorm eps 1e-5 (fairseq); with
+        `xlm_decoder` or `decoder_layout="encoder"`, XLM's layer (GELU, LayerNorm eps 1e-12) of the pretrained
+        encoder's shape (its heads, FFN and pre/post-LN are copied into this config), so it can take its weights."""
+        if self.xlm_decoder or self.decoder_layout == "encoder":
+            return Block(self.d_model, self.heads, self.ffn, dropout=self.dropout, attention_dropout=self.attn_dropout,
+                         pre_ln=self.pre_norm, self_attn=self_attn, cross_attn=cross_attn)
         return Block(self.d_model, self.heads, self.ffn, dropout=self.dropout, attention_dropout=self.attn_dropout,
                      activation="relu", activation_dropout=self.dropout, pre_ln=self.pre_norm, ln_eps=1e-5,
                      self_attn=self_attn, cross_attn=cross_attn)
@@ -116,7 +154,9 @@ class Seq2Seq(nn.Module):
 
     KIND = "seq2seq"  # the checkpoint's model kind (models/checkpoint.py)
 
-    def __init__(self, cfg: Seq2SeqConfig, pretrained_encoder: nn.Module | None = None):
+    def __init__(self, cfg: Seq2SeqConfig, pretrained_encoder: nn.Module | None = None,
+                 vocab_ids: list[list[int]] | None = None):
+        """`vocab_ids`: the top-K ids per language, for an encoding built from `xlp vocab-score` (VLE)."""
         super().__init__()
         self.config = cfg
         d = cfg.d_model
@@ -138,15 +178,39 @@ class Seq2Seq(nn.Module):
             nn.init.normal_(self.embed.weight, mean=0.0, std=d ** -0.5)
             with torch.no_grad():
                 self.embed.weight[PAD].zero_()
-            self.src_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options)
+            self.src_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options, vocab_ids)
             self.encoder = nn.ModuleList(cfg.block() for _ in range(cfg.enc_layers))
             self.enc_norm = nn.LayerNorm(d) if cfg.pre_norm else None
             self.pos_embed = None
             self.emb_norm = None
             self.scale = math.sqrt(d)
-        self.tgt_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options)
+        if cfg.xlm_decoder:  # starts as the encoder's (XLM reloads its decoder from the MLM checkpoint)
+            self.tgt_encoding = copy.deepcopy(self.xlm_encoder.lang_encoding)
+        else:
+            if vocab_ids is None and self.xlm_encoder is not None:
+                vocab_ids = self.xlm_encoder.lang_encoding.vocabularies()
+            self.tgt_encoding = build_encoding(cfg.lang_encoding, d, n_langs, cfg.encoding_options, vocab_ids)
+        cfg.encoding_options = {**cfg.encoding_options, **self.tgt_encoding.config_state()}
         self.decoder = nn.ModuleList(cfg.block(cross_attn=True) for _ in range(cfg.dec_layers))
+        if cfg.tie_self_attention:
+            tie_self_attention(self.decoder, self.xlm_encoder.layers)
         self.dec_norm = nn.LayerNorm(d) if cfg.pre_norm else None
+
+    @torch.no_grad()
+    def init_decoder_from_encoder(self) -> None:
+        """XLM's UNMT start: the decoder takes the pre-trained encoder's positions, embedding LayerNorm, language
+        encoding and, layer by layer, its self-attention, feed-forward and LayerNorm weights (needs
+        `xlm_decoder`); the cross-attention sub-layers keep their random initialisation."""
+        enc = self.xlm_encoder
+        if enc is None or not self.config.xlm_decoder:
+            raise BadInput("init_decoder_from_encoder needs an XLM encoder and an XLM-style decoder")
+        n = min(self.pos_embed.num_embeddings, enc.pos_embed.num_embeddings)
+        self.pos_embed.weight[:n].copy_(enc.pos_embed.weight[:n])
+        self.emb_norm.load_state_dict(enc.ln_emb.state_dict())
+        self.tgt_encoding.load_state_dict(enc.lang_encoding.state_dict())
+        for dec, src in zip(self.decoder, enc.layers):
+            for name in ("attn", "ln_attn", "ffn", "ln_ffn"):
+                getattr(dec, name).load_state_dict(getattr(src, name).state_dict())
 
     # -- what a subclass may change
     def position_offset(self, lang: torch.Tensor) -> torch.Tensor | None:
@@ -157,10 +221,12 @@ class Seq2Seq(nn.Module):
         """How many leading decoder positions hold language vectors instead of words."""
         return self.tgt_encoding.prefix_len
 
-    def _embed(self, tokens: torch.Tensor, lang: torch.Tensor, encoding: nn.Module) -> torch.Tensor:
+    def _embed(self, tokens: torch.Tensor, lang: torch.Tensor, encoding: nn.Module,
+               positions: torch.Tensor | None = None) -> torch.Tensor:
         """Embeddings of `tokens` [B, T] in language `lang` [B] -> [B, prefix + T, d]:
         (on_positions(on_words(E[w])) * scale + positions), dropout. The language encodings act on the
-        unscaled embeddings, so language vectors and words share one scale (additive commutes with positions)."""
+        unscaled embeddings, so language vectors and words share one scale (additive commutes with positions).
+        `positions` [B, T]: the tokens' positions (default prefix .. prefix + T - 1; prefix slots keep 0 ..)."""
         B, T = tokens.shape
         p = encoding.prefix_len
         x = self.embed(tokens)
@@ -170,6 +236,8 @@ class Seq2Seq(nn.Module):
         x = encoding.on_positions(x, lang[:, None].expand(B, x.size(1)))
         x = x * self.scale
         pos = torch.arange(x.size(1), device=x.device).unsqueeze(0).expand(B, x.size(1))
+        if positions is not None:
+            pos = torch.cat([pos[:, :p], positions.to(pos.device)], dim=1)
         if self.pos_embed is not None:
             x = x + self.pos_embed(pos.clamp(max=self.pos_embed.num_embeddings - 1)).to(x.dtype)
         else:
@@ -206,17 +274,21 @@ class Seq2Seq(nn.Module):
         prev = torch.cat([bos, tgt], dim=1)
         return prev[:, self.decoder_prefix():]
 
-    def embed_target(self, prev: torch.Tensor, tgt_lang: torch.Tensor) -> torch.Tensor:
-        return self._embed(prev, tgt_lang, self.tgt_encoding)
+    def embed_target(self, prev: torch.Tensor, tgt_lang: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        return self._embed(prev, tgt_lang, self.tgt_encoding, positions)
 
     def decode(self, prev: torch.Tensor, tgt_lang: torch.Tensor, memory: dict[str, torch.Tensor],
-               cache: list[dict] | None = None) -> torch.Tensor:
+               cache: list[dict] | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
         """prev: decoder input ids [B, T'] (see `decoder_input`). Returns logits [B, T, V], T = T' + prefix.
+
+        `positions` [B, T'] places the input tokens at other positions than prefix + 0, 1, .. (MASS decodes a
+        span at the positions it had in the sentence).
 
         With `cache` (a list, one dict per layer, filled on the first call), only the positions not yet
         cached are run through the layers and only their logits are returned (incremental decoding).
         """
-        x = self.embed_target(prev, tgt_lang)
+        # (the interlingua model's embed_target takes no positions: it is never asked to)
+        x = self.embed_target(prev, tgt_lang) if positions is None else self.embed_target(prev, tgt_lang, positions)
         T = x.size(1)
         done = 0
         if cache is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import NAMES as SOURCES
 
@@ -42,11 +42,12 @@ class PrepareConfig:
     max_test: int = opt(5000, "Cap on test records per language (0: no cap).")
     max_records: int = opt(0, "Read at most this many records per language/pair from the source, and keep at most this many (0: all).")
     mono_from_parallel: bool = opt(False, "Also write each side of parallel data as monolingual records.")
+    unpair: bool = opt(False, "Write each parallel record as ONE monolingual record (pairs that share a sentence give the same language; about half give each), and no pairs: no sentence has its translation in the output (unsupervised MT on a parallel corpus, Lample et al. 2018). Reads the source twice.")
     lid_threshold: float = opt(0.5, "Language-ID confidence needed to keep a CommonCrawl document.")
     shard_size: int = opt(100_000, "Records per Parquet shard.")
     bpe_codes: int = opt(0, "Also learn this many BPE merges on the train split and apply them (0: no BPE).")
     bpe_from: Path | None = opt(None, "Apply an existing BPE (a codes file, or an `xlp bpe learn` folder) instead of learning one.")
-    force: bool = opt(False, "Overwrite an output folder written with a different config.", volatile=True)
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if self.workers < 1:
@@ -76,5 +77,11 @@ class PrepareConfig:
             raise BadInput("--source text needs --lang (the language of the input lines)")
         if self.source != "gettext" and not self.inputs and not self.download:
             raise BadInput(f"--source {self.source} needs input paths (or --download)")
+        if self.unpair and self.mono_from_parallel:
+            raise BadInput("--unpair keeps one side of each pair; --mono-from-parallel would keep both: give one")
+        if self.unpair and self.source not in ("opus", "gettext"):
+            raise BadInput(f"--unpair needs a parallel source (opus, gettext), not --source {self.source}")
+        if self.unpair and len(self.lang) != 2:
+            raise BadInput("--unpair works on one language pair: give --lang l1,l2")
         if self.bpe_codes and self.bpe_from:
             raise BadInput("give --bpe-codes (learn) or --bpe-from (reuse), not both")

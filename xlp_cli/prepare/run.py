@@ -28,19 +28,20 @@ from typing import Any
 
 import pyarrow as pa
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts, outdir, ui
 from xlp_cli.config import keys_where, to_dict
 from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.prepare import workdir
 from xlp_cli.prepare.config import PrepareConfig
-from xlp_cli.prepare.finalize import SPLITS, Finalizer
+from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger
-from xlp_cli.prepare.records import ErrorPolicy, SourceOptions
+from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions, unpair_plan
 from xlp_cli.prepare.report import print_summary, progress, summary  # noqa: F401 (print_summary: the CLI's)
 from xlp_cli.prepare.splits import folder_ok, split_bytes
 
 STAGE = "prepare"
 _WORK = ".work"
+OWNS = ("train", "valid", "test", _WORK, "bpe", "ids", "downloads")  # what xlp prepare writes in OUT (outdir.py)
 
 
 # ---------------------------------------------------------------- config
@@ -56,6 +57,7 @@ def _pipe_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- run
+@outdir.scoped
 def run(cfg: PrepareConfig) -> dict[str, Any]:
     t0 = time.time()
     try:  # jemalloc gives memory back sooner than the default pool: peak memory stays flatter
@@ -67,8 +69,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     if cfg.bpe_from is not None and not Path(cfg.bpe_from).exists():
         raise BadInput("no such BPE codes file or `xlp bpe learn` folder", path=cfg.bpe_from)
     inputs = [] if cfg.download else _inputs(cfg)  # a missing path is reported before anything is written
-    _forget_config_if_nothing_done(out)
-    prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
+    prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS,
+                                   on_locked=lambda: _forget_config_if_nothing_done(out))
     chash = artifacts.config_hash(config)
 
     if prev is not None and prev.get("config_hash") == chash and _shards_intact(out, prev, remove_bad=True):
@@ -84,7 +86,6 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         inputs = _inputs(cfg)
     errors = ErrorPolicy(cfg.on_error)
     work = out / _WORK
-    _remove_temp_shards(out)
     stats = _process(cfg, inputs, errors, work, _pipe_config(config))
     counts, shards, dropped = stats["finalized"]
     dropped.update(stats["dropped"])
@@ -174,13 +175,6 @@ def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = Fa
     return ok
 
 
-def _remove_temp_shards(out: Path) -> None:
-    for split in SPLITS:
-        if (out / split).is_dir():
-            for tmp in (out / split).glob("*/.part-*.tmp"):
-                tmp.unlink()
-
-
 # ---------------------------------------------------------------- processing + finalizing
 def _engine(cfg: PrepareConfig, work: Path, opts: SourceOptions, size: int, init_args: tuple):
     if cfg.engine == "ray":
@@ -196,12 +190,14 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
              pipe_config: dict[str, Any]) -> dict[str, Any]:
     """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order.
     Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
-    from xlp_cli.prepare.sources import plan_splits
+    from xlp_cli.prepare.sources import plan_splits, read_split
 
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
                          defer_pages=True)
     size, plan = workdir.load_plan(work, cfg.chunk_size, lambda: plan_splits(cfg.source, inputs, opts, cfg.split_size))
+    if cfg.unpair:  # a first read of the splits groups the pairs; its problems are reported by the real read
+        opts.unpair_keep = unpair_plan(r for split in plan for r in read_split(split, opts, CollectedErrors("skip")))
     done = workdir.finished_chunks(work, len(plan))
     resumed = sum(map(len, done))
     if resumed:

@@ -42,7 +42,7 @@ class GroupWriter:
         self.writer: pq.ParquetWriter | None = None
         self.tmp: Path | None = None
         self.existing: bool | None = None  # current shard already on disk (None: not checked yet)
-        self.done: dict[str, dict[str, int | str]] = {}  # relative path -> {sha256, rows}
+        self.done: dict[str, dict[str, int | str]] = {}  # relative path -> {sha256, rows, bytes}
         self.rows = 0
 
     def _path(self) -> Path:
@@ -63,6 +63,16 @@ class GroupWriter:
                 self._close_shard()
 
     def _write_rows(self, n: int) -> None:
+        try:
+            self._write_rows_(n)
+        except Exception as e:  # a full disk or a read-only folder is the user's to fix: one line naming the shard
+            err = artifacts.write_failed(e, self._path())
+            if err is None:
+                raise
+            self.abort()
+            raise err from None
+
+    def _write_rows_(self, n: int) -> None:
         """Write the first `n` pending rows as one row group."""
         pending = pa.concat_tables(self.pending)
         head, rest = pending.slice(0, n), pending.slice(n)
@@ -84,7 +94,15 @@ class GroupWriter:
             self._write_rows(self.pending_rows)
         path = self._path()
         if self.writer is not None:
-            self.writer.close()
+            try:
+                self.writer.close()
+            except Exception as e:
+                err = artifacts.write_failed(e, path)
+                if err is None:
+                    raise
+                self.writer = None
+                self.abort()
+                raise err from None
             os.replace(self.tmp, path)  # type: ignore[arg-type]
             self.writer, self.tmp = None, None
         elif self.existing:
@@ -94,7 +112,7 @@ class GroupWriter:
                                  "rerun with --force to rebuild the folder", path=path)
         if self.rows_in_shard:
             rel = path.relative_to(self.out).as_posix()
-            self.done[rel] = {"sha256": artifacts.sha256_file(path), "rows": self.rows_in_shard}
+            self.done[rel] = artifacts.shard_entry(path, self.rows_in_shard)
             self.index += 1
         self.rows_in_shard = 0
         self.existing = None
@@ -105,6 +123,11 @@ class GroupWriter:
 
     def abort(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            try:
+                self.writer.close()
+            except Exception:  # noqa: BLE001 - the temp file goes anyway
+                pass
+            self.writer = None
         if self.tmp is not None and self.tmp.exists():
             self.tmp.unlink()
+        self.tmp = None

@@ -24,7 +24,8 @@ import pyarrow as pa
 
 from xlp_cli.errors import XlpError
 from xlp_cli.prepare import process
-from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions, Split
+from xlp_cli.prepare.records import (CollectedErrors, ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions,
+                                     Split, unpair)
 from xlp_cli.text.langs import safe_folder_name
 
 # how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
@@ -117,6 +118,8 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
                 n += counted
                 weight += 1 + len(rec.text) // _PAGE_CHARS
             else:
+                if opts.unpair_keep is not None and type(rec) is Pair:
+                    rec = unpair(rec, opts.unpair_keep)  # --unpair: one side of each pair
                 t = to_task(rec, errors)
                 n += 1
                 weight += 1

@@ -43,8 +43,8 @@ def load_plan(work: Path, chunk_size: int, make_plan: Callable[[], list[Split]])
             return state["chunk_size"], [Split(**s) for s in state["splits"]]
         ui.info(f"{work}: left by an older xlp version; its chunks are not reused")  # finished shards still are
         shutil.rmtree(work)
+    splits = make_plan()  # (a bad input file is found here, before anything is written)
     work.mkdir(parents=True, exist_ok=True)
-    splits = make_plan()
     artifacts.write_json_atomic(path, {"chunk_size": chunk_size, "splits": [dataclasses.asdict(s) for s in splits]})
     return chunk_size, splits
 

@@ -20,6 +20,7 @@ class TaskSpec:
     evaluate: tuple[str, str] | None = None
     finetune_summary: str | None = None        # printer of the run's summary dict
     evaluate_summary: str | None = None
+    evaluate_reads: str = "finetune"           # the stage whose folders `xlp run` gives its evaluation by default
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -35,13 +36,21 @@ TASKS: dict[str, TaskSpec] = {
         evaluate=("xlp_cli.tasks.translation.config:TranslationEvalConfig", "xlp_cli.tasks.translation.bleu:run"),
         finetune_summary="xlp_cli.tasks.translation.finetune:print_summary",
         evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary"),
+    "unmt": TaskSpec(
+        "unsupervised translation of a language pair: denoising + on-the-fly back-translation + MLM; BLEU",
+        finetune=("xlp_cli.tasks.unmt.config:UnmtConfig", "xlp_cli.tasks.unmt.finetune:run"),
+        finetune_summary="xlp_cli.tasks.unmt.finetune:print_summary"),
     "lexicon": TaskSpec(
         "bilingual-dictionary cosine and P@1/P@5 of pre-trained embeddings (VLE Table 2)",
         evaluate=("xlp_cli.tasks.lexicon:LexiconConfig", "xlp_cli.tasks.lexicon:run"),
-        evaluate_summary="xlp_cli.tasks.lexicon:print_summary"),
+        evaluate_summary="xlp_cli.tasks.lexicon:print_summary", evaluate_reads="pretrain"),
     "analysis": TaskSpec(
         "XLP Fig. 2/4/5 and VLE Fig. 2 of pre-trained runs, as PNG and numbers",
-        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run")),
+        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run"), evaluate_reads="pretrain"),
+    "claims": TaskSpec(
+        "the XLP/VLE papers' claims tested over seeds (paired t-test) on XNLI fine-tunings of pre-training runs",
+        evaluate=("xlp_cli.tasks.claims:ClaimsConfig", "xlp_cli.tasks.claims:run"),
+        evaluate_summary="xlp_cli.tasks.claims:print_summary"),
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli import config as cfgmod, tasks as registry
-from xlp_cli.config import AMP_CHOICES, opt
+from xlp_cli.config import AMP_CHOICES, FORCE_HELP, opt
 from xlp_cli.errors import BadInput, did_you_mean
 
 
@@ -34,7 +34,7 @@ class FinetuneCommon:
     device: str = opt("auto", "Device: auto (cuda when available), cpu, cuda or cuda:N.", volatile=True)
     threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
     log_every: int = opt(50, "Log the training loss every N steps (metrics.jsonl).", volatile=True)
-    force: bool = opt(False, "Overwrite an output folder written with a different config.", volatile=True)
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if any(s < 0 for s in self.seeds) or not self.seeds:
@@ -62,10 +62,14 @@ class EvaluateCommon:
     lang: list[str] = opt(factory=list, help="Languages to report (default: all found, in the XLP paper's Table 1 order).")
     baseline: str = opt("", "Name of the run the others are compared with (default: the first).")
     title: str = opt("", "Report title.")
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if not self.data:
             raise BadInput("give at least one --data run folder")
+        for name in self.name:
+            if not name or "/" in name or "\\" in name or name in (".", ".."):
+                raise BadInput(f"--name {name!r}: a run name names files in --out; use letters, digits, '.', '-' or '_'")
         if self.name and len(self.name) != len(self.data):
             raise BadInput(f"--name gives {len(self.name)} names for {len(self.data)} --data folders; give one per folder")
 

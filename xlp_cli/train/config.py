@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import AMP_CHOICES, opt
+from xlp_cli.config import AMP_CHOICES, FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 from xlp_cli.models.encoding_registry import ENCODING_NAMES, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
@@ -29,11 +29,11 @@ class PretrainConfig(EncodingFlags):
     d_ff: int = opt(0, "Override the preset's feed-forward size (0: keep).")
     pre_ln: bool = opt(False, "Pre-LayerNorm Transformer layers (default post-LN, as XLM).")
     objective: str = opt("mlm", "Training objective: MLM on monolingual streams, TLM on parallel pairs, or both (alternating steps).", choices=tuple(PRETRAIN_OBJECTIVES))
-    bptt: int = opt(256, "Tokens per stream window (MLM); TLM pairs are cut to bptt/2 per side.")
-    batch_size: int = opt(64, "Windows (or pairs) per micro-batch per data slot (= per process by default).")
+    bptt: int = opt(256, "Tokens per stream window (MLM); TLM pairs are cut to bptt/2 per side; MASS sentences to bptt.")
+    batch_size: int = opt(64, "Windows (or pairs, or MASS sentences) per micro-batch per data slot (= per process by default).")
     data_slots: int = opt(0, "Read each global batch as this many parts, each process reading only its own "
                              "share of the row groups (0: one per process). A 1-process run with the same "
-                             "value replays a multi-process run's batches; a resumed run keeps its slots.")
+                             "value replays a multi-process run's batches; a resumed run keeps its slots; MLM/TLM only).")
     accumulate: int = opt(4, "Micro-batches per optimizer step (gradient accumulation).")
     max_steps: int = opt(750_000, "Optimizer steps to train for (a resumed run continues up to this).", resumable=True)
     lr: float = opt(1e-4, "Peak learning rate.")
@@ -46,6 +46,7 @@ class PretrainConfig(EncodingFlags):
     attention_dropout: float = opt(0.1, "Attention dropout.")
     word_pred: float = opt(0.15, "Share of tokens to predict (MLM/TLM).")
     mask_probs: list[float] = opt(factory=lambda: [0.8, 0.1, 0.1], help="Of the predicted tokens: share masked, kept, replaced by a random token.")
+    word_mass: float = opt(0.5, "MASS: the masked span's share of the sentence (one contiguous span; the decoder predicts it).")
     sample_alpha: float = opt(0.0, "XLM frequency smoothing of which tokens to mask: P(mask x) ~ count(x)^-alpha (0: uniform).")
     lang_alpha: float = opt(0.7, "Language sampling: p_l ~ n_l^alpha.")
     seed: int = opt(0, "Random seed (data order, masking, dropout, init).")
@@ -57,7 +58,7 @@ class PretrainConfig(EncodingFlags):
     device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).", volatile=True)
     num_threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
     resume: bool = opt(False, "Require an existing checkpoint in --out and continue it (a rerun with the same config resumes anyway).", volatile=True)
-    force: bool = opt(False, "Start over in an --out written with a different config.", volatile=True)
+    force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         def positive(name: str, v: float) -> None:
@@ -71,6 +72,8 @@ class PretrainConfig(EncodingFlags):
         if self.warmup < 0:
             raise BadInput("--warmup must be >= 0")
         check_warmup(self.warmup, self.max_steps, self.lr)  # before any data is read
+        if not 0 < self.word_mass <= 1:
+            raise BadInput(f"--word-mass must be in (0, 1], got {self.word_mass}")
         if not 0 < self.word_pred < 1:
             raise BadInput(f"--word-pred must be in (0, 1), got {self.word_pred}")
         if len(self.mask_probs) != 3 or any(p < 0 for p in self.mask_probs) or abs(sum(self.mask_probs) - 1) > 1e-6:

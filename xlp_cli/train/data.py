@@ -8,6 +8,8 @@ served in a seeded random order; the tail shorter than a window is carried into 
 Parallel pairs (TLM): `[</s>] s1 [</s>] [</s>] s2 [</s>]` with positions restarting at the second segment and
 each segment carrying its own language; each side is cut to bptt/2 - 2 tokens; the sides are swapped with
 probability 1/2 (seeded per pair). Pairs of a row group are served in a seeded random order, padded per batch.
+Adjacent pairs (VECO on monolingual text, `mlm+ca-mlm`): the same layout, the pair being sentences 2k and 2k+1
+of a row group of one language's shards (neighbours in corpus order).
 
 Language sampling: p_l ~ n_l^alpha (n_l: sentences or pairs in the train split), drawn per step from an RNG
 seeded by (seed, step), so every process of a DDP run draws the same language and the order never depends
@@ -30,6 +32,7 @@ import torch
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
+from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 
 
 @dataclasses.dataclass
@@ -186,19 +189,19 @@ class MonoStream:
         return Batch(w, torch.full_like(w, self.lang_index), None, None, self.lang)
 
 
-class PairStream:
-    """TLM pairs of one language pair, padded per batch."""
+class RowCursor:
+    """A position (epoch, row group, row) in the rows of some shards (of data slot `part`, `_partition`): per epoch
+    the row groups in a seeded order, then the rows of each in the order `row_rng()` draws first (the slot keeping
+    its `share`), a pure function of (seed, stream id, epoch, row group)."""
 
-    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
-                 vocab_size: int, pair_index: int, part: tuple[int, int] = (0, 1)):
-        self.pair, self.lang_indices, self.seed, self.vocab_size = pair, lang_indices, seed, vocab_size
-        self.max_side = max(1, bptt // 2 - 2)
-        self.pair_index = pair_index
+    def __init__(self, paths: list[Path], name: str, empty: str, seed: int, stream_id: int,
+                 part: tuple[int, int] = (0, 1)):
+        self.seed, self.stream_id = seed, stream_id
         self.groups = _row_groups(paths)
-        self.n_rows = sum(n for _, _, n in self.groups)
+        self.n_rows = sum(n for _, _, n in self.groups)  # the whole stream's (sampling probabilities)
         self.groups, self.share, self.key = _partition(self.groups, part)
         if not self.groups:
-            raise BadInput(f"language pair '{pair}' has no sentence pairs", path=paths[0].parent if paths else pair)
+            raise BadInput(empty, path=paths[0].parent if paths else name)
         self.epoch, self.group_pos, self.row_pos = 0, 0, 0
         self._loaded: tuple[Any, ...] | None = None
 
@@ -209,20 +212,44 @@ class PairStream:
         self.epoch, self.group_pos, self.row_pos = int(s["epoch"]), int(s["group_pos"]), int(s["row_pos"])
         self._loaded = None
 
+    def group(self) -> tuple[Path, int, int]:
+        """The current row group: (path, index, rows)."""
+        rng = np.random.default_rng([self.seed, self.stream_id, self.epoch, 1, *self.key])
+        return self.groups[int(rng.permutation(len(self.groups))[self.group_pos])]
+
+    def row_rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.stream_id, self.epoch, self.group_pos, 2, *self.key])
+
+    def next_group(self) -> None:
+        self.row_pos, self.group_pos = 0, self.group_pos + 1
+        if self.group_pos >= len(self.groups):
+            self.group_pos, self.epoch = 0, self.epoch + 1
+
+
+class PairStream(RowCursor):
+    """TLM pairs of one language pair, padded per batch."""
+
+    def __init__(self, paths: list[Path], pair: str, lang_indices: tuple[int, int], bptt: int, seed: int,
+                 vocab_size: int, pair_index: int, part: tuple[int, int] = (0, 1)):
+        super().__init__(paths, pair, f"language pair '{pair}' has no sentence pairs", seed, 1000 + pair_index, part)
+        self.pair, self.lang_indices, self.vocab_size = pair, lang_indices, vocab_size
+        self.max_side = max(1, bptt // 2 - 2)
+        self.pair_index = pair_index
+
+    def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        return _read_list_column(path, rg, "ids1"), _read_list_column(path, rg, "ids2")
+
     def _load(self) -> tuple[Any, ...]:
         key = (self.epoch, self.group_pos)
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
-        gorder = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, 1, *self.key]).permutation(len(self.groups))
-        path, rg, n = self.groups[int(gorder[self.group_pos])]
-        v1, o1 = _read_list_column(path, rg, "ids1")
-        v2, o2 = _read_list_column(path, rg, "ids2")
+        path, rg, n = self.group()
+        (v1, o1), (v2, o2) = self._sides(path, rg)
         _check_ids(v1, self.vocab_size, path, rg)
         _check_ids(v2, self.vocab_size, path, rg)
-        rng = np.random.default_rng([self.seed, 1000 + self.pair_index, self.epoch, self.group_pos, 2, *self.key])
+        rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
-        order = order[self.share[0]::self.share[1]]
-        self._loaded = (key, (v1, o1), (v2, o2), order, swap)
+        self._loaded = (key, (v1, o1), (v2, o2), order[self.share[0]::self.share[1]], swap)
         return self._loaded[1:]
 
     def next_batch(self, batch_size: int) -> Batch:
@@ -230,9 +257,7 @@ class PairStream:
         while len(rows) < batch_size:
             (v1, o1), (v2, o2), order, swap = self._load()
             if self.row_pos >= len(order):
-                self.row_pos, self.group_pos = 0, self.group_pos + 1
-                if self.group_pos >= len(self.groups):
-                    self.group_pos, self.epoch = 0, self.epoch + 1
+                self.next_group()
                 continue
             r = int(order[self.row_pos])
             rows.append((v1[o1[r]:o1[r + 1]], v2[o2[r]:o2[r + 1]], bool(swap[r])))
@@ -291,16 +316,22 @@ class PretrainData:
         self.mono: dict[str, MonoStream] = {}
         self.pairs: dict[str, PairStream] = {}
         index = {l: i for i, l in enumerate(langs)}
-        if objective in ("mlm", "mlm+tlm"):
+        spec = PRETRAIN_OBJECTIVES[objective]
+        if "mono" in spec.needs:
             for lang in langs:
                 folder = ids_dir / "train" / lang
                 paths = artifacts.shard_paths(folder)
                 if not paths:
                     raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
                 for k in self.local:
-                    self.mono[self._key(lang, k)] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size,
-                                                               part=(k, slots))
-        if objective in ("tlm", "mlm+tlm"):
+                    if spec.adjacent:
+                        from xlp_cli.train.adjacent import AdjacentStream  # it subclasses PairStream, below
+                        self.pairs[self._key(lang, k)] = AdjacentStream(paths, lang, index[lang], bptt, seed,
+                                                                        vocab_size, index[lang], part=(k, slots))
+                    else:
+                        self.mono[self._key(lang, k)] = MonoStream(paths, lang, index[lang], bptt, seed, vocab_size,
+                                                                   part=(k, slots))
+        if "pairs" in spec.needs:
             train = ids_dir / "train"
             found = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" in p.name) if train.is_dir() else []
             for i, pair in enumerate(found):

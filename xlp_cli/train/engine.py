@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -188,9 +189,9 @@ class Trainer:
                 log({"event": "valid", "step": self.step, **metrics})
             if improved:
                 self.best = {"score": None if metrics is None else score, "step": self.step, "metrics": metrics or {}}
-            self.save("last", objective_state)
-            if improved:
                 self.save("best", objective_state)
+            self.save("last", objective_state)  # last: `last` commits the step (a kill before it redoes the step,
+            #                                     and so writes the same `best` again)
             if metrics is not None:
                 ui.info(f"{self.s.label} step {self.step}/{self.s.max_steps}: {self.objective.describe(metrics)} "
                         f"(best at step {self.best['step']})")
@@ -256,12 +257,18 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
         run_dir.mkdir(parents=True, exist_ok=True)
         artifacts.truncate_jsonl(metrics_path, t.step)
     t.probe()
-    out = open(metrics_path, "a", encoding="utf-8") if rt.main else None
+    out = os.open(metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if rt.main else None
 
     def log(rec: dict[str, Any]) -> None:
+        """One whole line, or none: a failed write (disk full) is cut off again before the error is raised."""
         if out is not None:
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+            data, end = (json.dumps(rec) + "\n").encode("utf-8"), os.lseek(out, 0, os.SEEK_END)
+            try:
+                while data:
+                    data = data[os.write(out, data):]
+            except OSError as e:
+                os.ftruncate(out, end)
+                raise artifacts.write_failed(e, metrics_path) or e from None
 
     def checkpoint_hook() -> None:
         if on_checkpoint is not None and rt.main:
@@ -304,7 +311,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
                     rt.barrier()
     finally:
         if out is not None:
-            out.close()
+            os.close(out)
     elapsed = time.time() - t0
     return {"steps": t.step, "steps_this_run": t.step - start, "tokens": t.tokens, "resumed": resumed,
             "tokens_per_s": (t.tokens - tok0) / max(elapsed, 1e-9), "best_step": t.best.get("step"),

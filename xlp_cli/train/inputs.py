@@ -37,15 +37,7 @@ class PretrainInputs:
 
 def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
     """The `xlp bpe apply` output among --data (or upstream of them; or a prepare folder that applied BPE)."""
-    found = artifacts.find_upstream(list(data), "bpe-apply")
-    if found is None:  # `xlp prepare --bpe-codes/--bpe-from` keeps its ids in a sub-folder (outputs.ids)
-        subs = []
-        for d in data:
-            m = artifacts.try_read_manifest(d) or {}
-            ids_sub = (m.get("outputs") or {}).get("ids") if isinstance(m.get("outputs"), dict) else None
-            if isinstance(ids_sub, str):
-                subs.append(Path(d) / ids_sub)
-        found = artifacts.find_upstream(subs, "bpe-apply") if subs else None
+    found = artifacts.find_upstream(list(data), "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         raise BadInput("no `xlp bpe apply` output (manifest stage 'bpe-apply') among --data or their upstream",
                        path=",".join(map(str, data)))
@@ -53,10 +45,11 @@ def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
 
 
 def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encoding: str,
-            encoding_options: dict[str, Any]) -> PretrainInputs:
-    """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads."""
+            encoding_options: dict[str, Any], objective: str = "") -> PretrainInputs:
+    """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads (`objective`: its name)."""
     ids_dir, ids_manifest = find_ids(data)
-    dict_path = ids_dir / str(ids_manifest.get("dictionary") or "dict.txt")
+    dict_path = artifacts.inside(ids_dir, ids_manifest.get("dictionary") or "dict.txt", "dictionary",
+                                 ids_dir / artifacts.MANIFEST)
     if not dict_path.is_file():
         raise BadInput("the id shards have no dictionary (dict.txt)", path=dict_path)
     dico = Dictionary.read(dict_path)
@@ -66,6 +59,9 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
     folders = [p for p in train.iterdir() if p.is_dir()] if train.is_dir() else []
     available = sorted(p.name for p in folders if "-" not in p.name)
     pair_langs = sorted({x for p in folders if "-" in p.name for x in p.name.split("-", 1)})
+    if "pairs" in needs and not pair_langs:
+        raise BadInput(f"--objective {objective or 'tlm'} needs parallel sentence pairs (train/<l1>-<l2> shards of "
+                       f"`xlp bpe apply`); this data folder has none", path=ids_dir)
     langs = list(lang) or (available if "mono" in needs else pair_langs)
     if not langs:
         raise BadInput("no languages: the id shards have no train split", path=train)
@@ -77,20 +73,32 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
                 raise BadInput(f"language '{lg}' has no train data (have: {', '.join(available) or 'none'})",
                                path=train / lg)
     inp = PretrainInputs(ids_dir, ids_manifest, dict_path, dico, artifacts.sha256_file(dict_path), langs)
-    spec = encoding_spec(lang_encoding)
-    if spec.needs_vocab_scores:
-        found = artifacts.find_upstream(list(data), "vocab-score")
-        if found is None:
-            raise BadInput(f"--lang-encoding {lang_encoding} needs the output of `xlp vocab-score` "
-                           "(vle_vocab.json) among --data", path=",".join(map(str, data)))
-        inp.vocab_dir, inp.vocab_manifest = found
-        k = int(encoding_options[spec.vocab_k_option])
-        inp.vocab_ids = read_top_k(inp.vocab_dir / "vle_vocab.json", langs, k, inp.dict_sha)
-        for lg, ids in zip(langs, inp.vocab_ids):
-            if max(ids) >= len(dico) or min(ids) < 0:
-                raise BadInput(f"the top-K vocabulary of '{lg}' has ids outside the dictionary (size {len(dico)})",
-                               path=inp.vocab_dir / "vle_vocab.json")
+    found = top_k_vocabularies(data, lang_encoding, encoding_options, langs, inp.dict_sha, len(dico))
+    if found is not None:
+        inp.vocab_dir, inp.vocab_manifest, inp.vocab_ids = found
     return inp
+
+
+def top_k_vocabularies(data: list[Path], lang_encoding: str, encoding_options: dict[str, Any], langs: list[str],
+                       dict_sha256: str | None, dict_size: int
+                       ) -> tuple[Path, dict[str, Any], list[list[int]]] | None:
+    """For an encoding that needs `xlp vocab-score` (VLE): (its folder among --data or upstream, its manifest,
+    the top-K ids of each language); None for the others."""
+    spec = encoding_spec(lang_encoding)
+    if not spec.needs_vocab_scores:
+        return None
+    found = artifacts.find_upstream(list(data), "vocab-score")
+    if found is None:
+        raise BadInput(f"--lang-encoding {lang_encoding} needs the output of `xlp vocab-score` "
+                       "(vle_vocab.json) among --data", path=",".join(map(str, data)))
+    vocab_dir, manifest = found
+    k = int(encoding_options[spec.vocab_k_option])
+    ids = read_top_k(vocab_dir / "vle_vocab.json", langs, k, dict_sha256)
+    for lg, row in zip(langs, ids):
+        if max(row) >= dict_size or min(row) < 0:
+            raise BadInput(f"the top-K vocabulary of '{lg}' has ids outside the dictionary (size {dict_size})",
+                           path=vocab_dir / "vle_vocab.json")
+    return vocab_dir, manifest, ids
 
 
 def read_top_k(path: Path, langs: list[str], k: int, dict_sha256: str | None) -> list[list[int]]:

@@ -40,6 +40,12 @@ def mask_tokens(ids: torch.Tensor, pad_mask: torch.Tensor | None, gen: torch.Gen
     if not bool(pred.any()):  # never an empty prediction set
         first = real.reshape(-1).nonzero()[0, 0]
         pred.view(-1)[first] = True
+    return corrupt(ids, pred, gen, vocab_size, probs), ids, pred
+
+
+def corrupt(ids: torch.Tensor, pred: torch.Tensor, gen: torch.Generator, vocab_size: int,
+            probs: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> torch.Tensor:
+    """`ids` with the positions of `pred` replaced: MASK, kept or a random word, with `probs` (BERT/XLM/MASS)."""
     n = int(pred.sum())
     kind = torch.multinomial(torch.tensor(probs, dtype=torch.float), n, replacement=True, generator=gen)
     rand_words = torch.randint(N_SPECIAL, vocab_size, (n,), generator=gen)
@@ -47,4 +53,4 @@ def mask_tokens(ids: torch.Tensor, pad_mask: torch.Tensor | None, gen: torch.Gen
     new = torch.where(kind == 0, torch.full_like(orig, MASK_INDEX), torch.where(kind == 1, orig, rand_words))
     inputs = ids.clone()
     inputs[pred] = new
-    return inputs, ids, pred
+    return inputs

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
@@ -23,6 +23,7 @@ from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 from xlp_cli.train.runtime import Runtime
 
 STAGE = "pretrain"
+OWNS = ("dict.txt", ckpt.CONFIG, "metrics.jsonl", "checkpoints")
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, langs: list[str]) -> ModelConfig:
@@ -31,7 +32,7 @@ def model_config(cfg: PretrainConfig, vocab_size: int, langs: list[str]) -> Mode
     return ModelConfig.from_preset(cfg.preset, vocab_size=vocab_size, langs=langs, lang_encoding=cfg.lang_encoding,
                                    encoding_options=options, pre_ln=cfg.pre_ln, dropout=cfg.dropout,
                                    attention_dropout=cfg.attention_dropout, n_positions=max(512, cfg.bptt) + 8,
-                                   **overrides)
+                                   cross_attention=PRETRAIN_OBJECTIVES[cfg.objective].cross_attention, **overrides)
 
 
 def objective_class(name: str) -> Any:
@@ -58,13 +59,15 @@ def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params
     artifacts.write_manifest(cfg.out, m)
 
 
+@outdir.scoped
 def run(cfg: PretrainConfig) -> dict[str, Any]:
     spec = PRETRAIN_OBJECTIVES[cfg.objective]
-    inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding, encoding_spec(cfg.lang_encoding).options_from(cfg))
+    inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding, encoding_spec(cfg.lang_encoding).options_from(cfg),
+                  cfg.objective)
     run_dir = Path(cfg.out)
     rt = Runtime.create(cfg.device, cfg.amp, cfg.num_threads)
     if rt.main:
-        artifacts.guard_out_dir(run_dir, STAGE, cfgmod.identity(cfg), force=cfg.force)
+        artifacts.guard_out_dir(run_dir, STAGE, cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
     rt.barrier()
     last = run_dir / "checkpoints" / "last"
     resuming = ckpt.read_meta(last) is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.config import FORCE_HELP, opt
 from xlp_cli.errors import BadInput
 
 
@@ -22,7 +22,7 @@ class VocabConfig:
     show: int = opt(12, help="Top tokens per language shown in the terminal table.")
     engine: str = opt("local", help="Where the counting runs: local (this process) or ray (one Ray task per shard; needs the `ray` extra). Same result.", choices=("local", "ray"), volatile=True)
     ray_address: str = opt("", help="With --engine ray: the Ray cluster to join (HOST:PORT, or auto); empty: start a local Ray cluster for this run.", volatile=True)
-    force: bool = opt(False, help="Overwrite an --out folder written with another config.", volatile=True)
+    force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
         if not self.data:

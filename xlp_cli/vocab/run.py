@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts, outdir, ui
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.config import to_dict
 from xlp_cli.errors import BadInput
@@ -22,16 +22,13 @@ from xlp_cli.vocab.config import VocabConfig
 from xlp_cli.vocab.scoring import count_shards, is_nonword, rank
 
 STAGE = "vocab-score"
+OWNS = ("vocab_scores.parquet", "vle_vocab.json")
 RULE = ("m(x) = C_l(x) / C_!=l(x); tokens with C_!=l(x) = 0 get m = inf and rank above all shared tokens, "
         "by C_l(x) desc; shared tokens by m desc, then C_l(x) desc; ties by id")
 
 
 def _ids_folder(data: list[Path]) -> tuple[Path, dict[str, Any]]:
-    found = artifacts.find_upstream(data, "bpe-apply")
-    if found is None:  # `xlp prepare --bpe-codes/--bpe-from` keeps its ids in a sub-folder
-        subs = [Path(d) / m["outputs"]["ids"] for d in data
-                if (m := artifacts.try_read_manifest(d)) and isinstance(m.get("outputs"), dict) and m["outputs"].get("ids")]
-        found = artifacts.find_upstream(subs, "bpe-apply") if subs else None
+    found = artifacts.find_upstream(data, "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         for d in data:
             m = artifacts.read_manifest(d)
@@ -71,10 +68,11 @@ def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool)
     return src
 
 
+@outdir.scoped
 def run(cfg: VocabConfig) -> dict[str, Any]:
     t0 = time.time()
     ids_dir, ids_m = _ids_folder(cfg.data)
-    dict_path = ids_dir / ids_m.get("dictionary", "dict.txt")
+    dict_path = artifacts.inside(ids_dir, ids_m.get("dictionary", "dict.txt"), "dictionary", ids_dir / artifacts.MANIFEST)
     if not dict_path.is_file():
         raise BadInput("the id shards' dictionary is missing", path=dict_path)
     dict_sha = artifacts.sha256_file(dict_path)
@@ -101,7 +99,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     if empty:
         raise BadInput(f"language(s) {', '.join(empty)} have no tokens in the {cfg.split} split", path=ids_dir / cfg.split)
     # counting is cheap: only now, with the input known good, touch --out (resume = nothing left to do)
-    previous = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force)
+    previous = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS)
     if previous and previous.get("complete") and (out / "vle_vocab.json").is_file():
         ui.info(f"{out}: already scored with this config; nothing to do")
         return dict(previous["summary"], skipped=True)
@@ -141,7 +139,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
                "top_m": {l: [float(x) for x in ranks[l].m[: cfg.show]] for l in langs}}
     manifest = artifacts.new_manifest(
         STAGE, config, upstream=[{"path": str(ids_dir.resolve()), "stage": "bpe-apply", "config_hash": ids_m.get("config_hash")}],
-        outputs={"vocab_scores.parquet": {"sha256": sha, "rows": table.num_rows},
+        outputs={"vocab_scores.parquet": artifacts.shard_entry(out / "vocab_scores.parquet", table.num_rows, sha),
                  "vle_vocab.json": {"sha256": artifacts.sha256_file(out / "vle_vocab.json")}},
         counts={l: int(counts[li].sum()) for li, l in enumerate(langs)}, warnings=warnings,
         dictionary_sha256=dict_sha, rule=RULE, summary=summary, complete=True,

@@ -7,6 +7,7 @@ import gzip
 import lzma
 import os
 import re
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -20,7 +21,7 @@ _MAGIC = (
     (b"\xfd7zXZ\x00", "xz"),
 )
 # The exceptions a truncated or corrupt compressed stream raises while being read.
-ARCHIVE_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
+ARCHIVE_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error, gzip.BadGzipFile, zipfile.BadZipFile)
 COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz"}
 
 
@@ -106,6 +107,18 @@ def archive_problem(e: BaseException) -> str:
     return f"corrupt compressed file ({type(e).__name__}: {e})"
 
 
+def utf16_problem(first_line: bytes) -> str | None:
+    """Why a file whose first line is `first_line` is UTF-16 rather than UTF-8 text, or None. UTF-16 of Latin,
+    Cyrillic, Greek... text is valid UTF-8 byte by byte, with a NUL beside every character: read as UTF-8 and
+    cleaned it would become `w e a r e`, so it is refused. Real UTF-8 text has no NUL bytes."""
+    if first_line.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text (byte order mark); convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
+    if len(first_line) >= 4 and first_line.count(0) * 4 >= len(first_line):
+        return ("NUL bytes in every other position: UTF-16 text without a byte order mark, not UTF-8; convert it "
+                "(e.g. iconv -f UTF-16LE -t UTF-8)")
+    return None
+
+
 def iter_lines(path: Path, errors: ErrorPolicy) -> Iterator[tuple[int, str]]:
     """(line number, text without the line break) for each line that decodes as UTF-8.
 
@@ -118,6 +131,9 @@ def iter_lines(path: Path, errors: ErrorPolicy) -> Iterator[tuple[int, str]]:
             for n, raw in enumerate(f, 1):
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
+                if n == 1 and (problem := utf16_problem(raw)):
+                    errors.bad(problem, path=path, position=1)  # (skipped: the whole file)
+                    return
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -133,17 +149,19 @@ NOT_LANGS = {"txt", "gz", "bz2", "xz", "xml", "tsv", "raw", "tok", "zip", "tmx",
 
 
 def lang_from_name(path: Path, langs: list[str]) -> str | None:
-    """The language a file name declares in a dot-separated part: `train.de.gz` -> de, `x.en-sw.sw` -> sw.
+    """The language a file name declares in a dot-separated part: `train.de.gz` -> de, `x.en-sw.sw` -> sw, and
+    (Common Voice's naming) a first part: `en.sentence-collector.txt.gz` -> en, `zh-CN.wiki.txt.gz` -> zh.
 
-    With `langs`, only those count; the last matching part wins. Without, any 2-3 letter part that is
-    not a known extension counts.
+    With `langs`, only those count; the last matching part wins, the first part last. Without, any 2-3 letter
+    part that is not a known extension counts.
     """
-    parts = path.name.split(".")[1:] or []
-    for part in reversed(parts):
+    parts = path.name.split(".")
+    first = parts[0].split("-")[0] if len(parts) > 1 else ""
+    for part in [*reversed(parts[1:]), first]:
         if langs:
             if part in langs:
                 return part
-        elif _LANG_PART.match(part) and part.lower() not in NOT_LANGS:
+        elif part and _LANG_PART.match(part) and part.lower() not in NOT_LANGS:
             return part
     return None
 

@@ -190,6 +190,12 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
             for record in it:
                 text = _record_text(record)
                 offset = it.get_record_offset()  # (reads the record to its end: after the content)
+                if _cut_short(record):
+                    if stream.error is not None:  # a damaged compressed stream: reported as such below
+                        raise stream.error
+                    errors.bad(f"the file ends inside record {done + 1} (fewer bytes than its Content-Length): "
+                               "truncated; the documents before it are kept", path=path, position=f"byte {offset}")
+                    return
                 done += 1
                 if text is not None:
                     uri = record.rec_headers.get_header("WARC-Target-URI") or f"offset {offset}"
@@ -213,6 +219,14 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
         return
     errors.bad(f"not a readable WARC/WET file or cut inside a record ({problem})", path=path,
                position=f"byte {offset}" + (" (decompressed)" if compression(path) else ""))
+
+
+def _cut_short(record) -> bool:
+    """The record's stream ended before its Content-Length (a file cut inside a record)."""
+    raw = record.raw_stream
+    while raw.read(1 << 16):
+        pass
+    return getattr(raw, "limit", 0) > 0
 
 
 def _split_plain_warc(path: Path) -> Iterator[tuple[dict[str, str], str]]:

@@ -38,6 +38,10 @@ class Item:
 # ------------------------------------------------------------------ inputs
 def items_of(path: Path, errors: ErrorPolicy) -> list[Item]:
     if not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            if f.read(4) == b"PK\x03\x04":  # a zip without its central directory: cut short (or damaged)
+                raise BadInput("truncated or corrupt zip archive (no central directory at its end): download it "
+                               "again", path=path)
         if is_documentation(path.name):
             return []
         return [Item(str(path), str(path), lambda p=path: open_binary(p))]

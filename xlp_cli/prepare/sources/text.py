@@ -16,7 +16,7 @@ from typing import Iterator
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
-from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track
+from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track, utf16_problem
 
 NAME = "text"
 
@@ -118,6 +118,9 @@ class _RangeLines:
                 self.lines += 1
                 if pos == len(raw) and raw.startswith(b"\xef\xbb\xbf"):  # a BOM on the file's first line
                     raw = raw[3:]
+                if self.lines == 1 and (problem := utf16_problem(raw)):  # (each range checks its first line)
+                    self.errors.bad(problem, path=self.path, position=1)
+                    return
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:

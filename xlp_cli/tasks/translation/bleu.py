@@ -8,7 +8,9 @@ with the best checkpoint) and scores them with sacreBLEU:
 - detokenized BLEU: the detokenized hypothesis against the raw reference, sacreBLEU's default 13a
   tokenization (`--bleu-tokenize`), printed with its signature;
 - tokenized BLEU (the papers' number): the Moses-tokenized hypothesis (BPE undone) against the tokenized
-  reference of `xlp prepare`, `tokenize=none`.
+  reference of `xlp prepare`, as Moses' multi-bleu.perl computes it: whitespace tokens, case-sensitive, no
+  smoothing (a corpus without any matching 4-gram scores 0), i.e. sacreBLEU `tokenize=none smooth=none`.
+`xlp finetune --task unmt` runs are read the same way (VLE Table 1: rows = runs, columns = directions).
 If the data were lowercased by `xlp prepare`, detokenized BLEU is computed case-insensitively (the signature
 says `case:lc`). Cells are mean ± std (sample std) over the seeds of a run; runs sharing a `--name` are
 pooled as seeds of one configuration. A run's zero-shot directions (from its manifest) go to a second table.
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, textfile, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.evaluate import figures
 from xlp_cli.evaluate.figures import pyplot, save_png
@@ -48,17 +50,23 @@ def fmt(stat: dict[str, Any]) -> str:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"not a JSON line ({e.msg})", path=path, position=i) from None
-            for k in ("hyp", "ref", "hyp_tok", "ref_tok"):
-                if not isinstance(r.get(k), str):
-                    raise BadInput(f"prediction row has no text field '{k}'", path=path, position=i)
-            rows.append(r)
+    for i, line in textfile.text_lines(path):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"not a JSON line ({e.msg})", path=path, position=i) from None
+        for k in ("hyp", "ref", "hyp_tok", "ref_tok"):
+            if not isinstance(r, dict) or not isinstance(r.get(k), str):
+                raise BadInput(f"prediction row has no text field '{k}'", path=path, position=i)
+        rows.append(r)
     return rows
+
+
+def multi_bleu():
+    """sacreBLEU configured as Moses' multi-bleu.perl: whitespace tokens, case-sensitive, no smoothing."""
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(tokenize="none", smooth_method="none", force=True)
 
 
 def score_rows(rows: list[dict[str, Any]], lowercase: bool, tokenize: str = "13a") -> dict[str, Any]:
@@ -66,7 +74,7 @@ def score_rows(rows: list[dict[str, Any]], lowercase: bool, tokenize: str = "13a
 
     detok = BLEU(tokenize=tokenize, lowercase=lowercase)
     d = detok.corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
-    tok = BLEU(tokenize="none", force=True)
+    tok = multi_bleu()
     t = tok.corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
     return {"bleu": d.score, "tok_bleu": t.score, "n": len(rows), "signature": str(detok.get_signature()),
             "tok_signature": str(tok.get_signature())}
@@ -78,11 +86,12 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
     for i, folder in enumerate(data):
         folder = Path(folder)
         m = artifacts.read_manifest(folder, stage="finetune")
-        if m.get("task") != "translation":
-            raise BadInput(f"not a translation run (task {m.get('task')!r})", path=folder)
+        if m.get("task") not in ("translation", "unmt"):
+            raise BadInput(f"not a translation or unmt run (task {m.get('task')!r})", path=folder)
         cfg = m.get("config", {})
         default = cfg.get("lang-encoding", "?") if cfg.get("arch") != "interlingua" else \
             "interlingua[" + ",".join(cfg.get("intl-losses", [])) + "]"
+        default = "copy" if cfg.get("copy-baseline") else default
         name = names[i] if names else default
         r = runs.setdefault(name, {"folders": [], "seeds": [], "zero_shot": set(), "directions": [], "curves": {}})
         r["folders"].append(str(folder))
@@ -91,8 +100,9 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
             if d not in r["directions"]:
                 r["directions"].append(d)
         lowercased = _lowercases(folder)
-        for run in (m.get("outputs") or {}).get("runs", []):
-            rdir = folder / run
+        runs_listed = (m.get("outputs") or {}).get("runs", []) if isinstance(m.get("outputs"), dict) else []
+        for run in runs_listed if isinstance(runs_listed, list) else []:
+            rdir = artifacts.inside(folder, run, "run folder", folder / artifacts.MANIFEST)
             res_path = rdir / "results.json"
             if res_path.is_file():
                 lowercased = bool(json.loads(res_path.read_text(encoding="utf-8")).get("lowercased", lowercased))
@@ -128,12 +138,12 @@ def read_valid_curve(path: Path) -> list[tuple[int, float]]:
     pts: dict[int, float] = {}
     if not path.is_file():
         return []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():  # a log: bad lines are passed over
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if rec.get("event") == "valid" and isinstance(rec.get("valid_nll"), (int, float)) and math.isfinite(rec["valid_nll"]):
+        if isinstance(rec, dict) and rec.get("event") == "valid" and isinstance(rec.get("valid_nll"), (int, float)) and math.isfinite(rec["valid_nll"]):
             pts[int(rec["step"])] = float(rec["valid_nll"])
     return sorted(pts.items())
 
@@ -261,15 +271,17 @@ def print_summary(summary: dict[str, Any]) -> None:
 
     res = json.loads(Path(summary["results"]).read_text(encoding="utf-8"))
     for label, dirs, prefix in (("supervised", res["supervised"], ""), ("zero-shot", res["zero_shot"], "zero-shot ")):
-        if not dirs:
-            continue
-        t = Table(title=f"{summary['title']} ({label}, detokenized BLEU, {summary['split']})")
-        t.add_column("run")
-        for d in dirs + ["Avg"]:
-            t.add_column(d, justify="right")
-        for name, r in res["runs"].items():
-            st = r.get("bleu", {})
-            t.add_row(name, *[fmt(st.get(prefix + d, {"n": 0})) for d in dirs + ["Avg"]])
-        ui.out.print(t)
-    ui.out.print(f"signature: {summary.get('signature', '')}")
+        for metric, what in (("bleu", "detokenized sacreBLEU"), ("tok_bleu", "tokenized BLEU, multi-bleu.perl")):
+            if not dirs:
+                continue
+            t = Table(title=f"{summary['title']} ({label}, {what}, {summary['split']})")
+            t.add_column("run")
+            for d in dirs + ["Avg"]:
+                t.add_column(d, justify="right")
+            for name, r in res["runs"].items():
+                st = r.get(metric, {})
+                t.add_row(name, *[fmt(st.get(prefix + d, {"n": 0})) for d in dirs + ["Avg"]])
+            ui.out.print(t)
+    for sig in res.get("signatures", []):
+        ui.out.print(f"signature: {sig}")
     ui.out.print(f"report: {summary['report_md']} ({summary['results']})")

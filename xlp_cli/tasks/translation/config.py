@@ -37,7 +37,10 @@ class TranslationConfig(FinetuneCommon, EncodingFlags):
                       choices=tuple(SEQ2SEQ_PRESETS))
     lang_encoding: str = opt("xlp", "translation: source language in the encoder, target language in the decoder (docs/translation.md).",
                              choices=TARGET_ENCODINGS)
-    init_encoder: Path | None = opt(None, "translation: start the encoder from this `xlp pretrain` run (--which checkpoint).")
+    init_encoder: Path | None = opt(None, "translation: start the encoder from this `xlp pretrain` run (--which checkpoint); "
+                                          "from a VECO run, the decoder too (docs/veco.md).")
+    tie_self_attention: bool = opt(True, "translation from a VECO run: each decoder layer shares its encoder layer's "
+                                         "self-attention (VECO 6.1); off: a copy trained apart.")
     directions: list[str] = opt(factory=list, help="translation: training directions SRC-TGT (default: from --mix and --target-lang).")
     mix: str = opt("many-to-one", "translation: many-to-one (every X-target pair as X->target) or many-to-many (both ways).",
                    choices=("many-to-one", "many-to-many"))

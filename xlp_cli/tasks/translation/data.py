@@ -28,7 +28,7 @@ import torch
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
-from xlp_cli.models.seq2seq import PAD
+from xlp_cli.train.sentences import collate  # noqa: F401  (re-exported: the translation code's batches)
 
 MIXES = ("many-to-one", "many-to-many")
 
@@ -151,14 +151,6 @@ def directions_for(corpus: dict[str, Pairs], mix: str, target: str, exclude: set
 
 
 # ----------------------------------------------------------------------------------------------- batches
-def collate(seqs: list[np.ndarray]) -> torch.Tensor:
-    T = max((len(s) for s in seqs), default=0)
-    out = torch.full((len(seqs), T), PAD, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
-    return out
-
-
 def token_batches(pairs: Pairs, max_tokens: int, order: np.ndarray | None = None) -> list[np.ndarray]:
     """Index batches with n * (longest side + 1) <= max_tokens (padding included), sentences sorted by length."""
     lens = np.array([max(len(a), len(b)) + 1 for a, b in zip(pairs.src, pairs.tgt)], dtype=np.int64)

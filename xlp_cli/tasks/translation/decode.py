@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.models.search import beam_search, greedy
@@ -106,6 +106,8 @@ def run(cfg: TranslateConfig) -> dict[str, Any]:
 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    if cfg.output is not None:
+        outdir.check_output_file(cfg.output)  # before the model is loaded and the text translated
     root, seed_dir = resolve_run(cfg.model, cfg.seed)
     codec = TextEncoder.load(root)
     device = pick_device(cfg.device)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.models import checkpoint as ckpt
@@ -183,26 +183,41 @@ def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
-    """Detokenized sacreBLEU (13a) and tokenized BLEU (tokenize=none) of prediction rows."""
+    """Detokenized sacreBLEU (13a) and tokenized BLEU (multi-bleu.perl's: tokenize=none, no smoothing) of rows."""
     from sacrebleu.metrics import BLEU
 
+    from xlp_cli.tasks.translation.bleu import multi_bleu
+
     detok = BLEU(lowercase=lowercase).corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
-    tok = BLEU(tokenize="none", force=True).corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
+    tok = multi_bleu().corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
     return {"bleu": round(detok.score, 2), "tok_bleu": round(tok.score, 2), "n": len(rows)}
 
 
 # ----------------------------------------------------------------------------------------------- stage
+OWNS = ("dict.txt", "tokenizer", "results.json", "seed-*")  # what a translation run writes in FT (outdir.py)
+
+
+@outdir.scoped
 def run(cfg: TranslationConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)  # torchrun: one process per GPU (NCCL) or CPU share (gloo)
     job = Job(cfg)
     config = cfgmod.to_dict(cfg)
     if rt.main:
-        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force)
+        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
         job.codec.save(cfg.out)
     rt.barrier()
     n_params = job.new_model().n_params()
     if rt.main:
         ui.info(describe(job, n_params, rt))
+        if job.init_mapping:
+            from xlp_cli.models.veco import describe_init
+
+            n_enc = len(job.pretrained.state_dict())
+            ui.info(f"VECO initialisation from {cfg.init_encoder}:\n  xlm_encoder.* ({n_enc} tensors, the embeddings "
+                    "shared with the decoder and the output) <- the run's tensors of the same names (its cross-attention "
+                    "left out)")
+            for line in describe_init(job.init_mapping, str(cfg.init_encoder)):
+                ui.info("  " + line)
     per_seed = {}
     for seed in cfg.seeds:
         per_seed[str(seed)] = train_one(job, seed, cfg.out / f"seed-{seed}", rt)
@@ -235,6 +250,8 @@ def _write_outputs(cfg: Any, job: Job, config: dict[str, Any], results: dict[str
     manifest["counts"] = {"train": {d: len(p) for d, p in job.train.items()}, "parameters": n_params,
                           "truncated": job.truncated}
     manifest["model"] = job.model_cfg.to_dict()
+    if job.init_mapping:
+        manifest["veco_init"] = job.init_mapping
     manifest["directions"], manifest["zero_shot"], manifest["langs"] = job.directions, job.zero_shot, job.langs
     artifacts.write_manifest(cfg.out, manifest)
 

@@ -1,5 +1,8 @@
 """Everything a translation run needs, prepared once from its inputs: the parallel id data, directions, the
-text codec, the model config, and (with --init-encoder) the pre-trained encoder."""
+text codec, the model config, and (with --init-encoder) the pre-trained encoder. From a VECO run (an encoder with
+cross-attention) the whole encoder-decoder starts from it (docs/veco.md): the encoder without its cross-attention,
+decoder layers of the encoder's shape, one per encoder layer, whose self-attention (tied or copied),
+cross-attention (the encoder-decoder attention) and FFN come from the same VECO layer."""
 
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ from xlp_cli.errors import BadInput
 from xlp_cli.models.encoding_registry import spec as encoding_spec
 from xlp_cli.models.factory import build_seq2seq
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig
+from xlp_cli.models.veco import init_decoder, is_veco, plug_out
 from xlp_cli.tasks.translation.config import TranslationConfig
 from xlp_cli.tasks.translation.data import Pairs, directions_for, read_pairs, serve, split_direction
-from xlp_cli.train.inputs import find_ids
+from xlp_cli.train.inputs import find_ids, top_k_vocabularies
 
 
 def fit_lengths(pairs: Pairs, max_src: int, max_tgt: int, policy: str, where: str) -> int:
@@ -107,19 +111,30 @@ class Job:
             if serve(self.test_all, z) is None and serve(self.valid_all, z) is None:
                 raise BadInput(f"zero-shot direction {z} has no valid or test data to evaluate on", path=self.ids_dir)
         langs = sorted({l for d in self.eval_dirs for l in split_direction(d)})
-        self.pretrained = None
+        self.pretrained = self.veco = None
+        self.init_mapping: list[dict[str, Any]] = []
         if cfg.init_encoder is not None:
             self._check_pretrained(langs)
             langs = list(self.pretrained.config.langs)
+            if is_veco(self.pretrained):  # the encoder-decoder starts from it; the encoder is the plugged-out one
+                self.veco, self.pretrained = self.pretrained, plug_out(self.pretrained)
         self.langs = langs
         enc = self.pretrained.config if self.pretrained is not None else None
+        veco = {"decoder_layout": "encoder", "dec_layers": enc.n_layers, "heads": enc.n_heads, "ffn": enc.d_ff,
+                "pre_norm": enc.pre_ln, "tie_self_attention": cfg.tie_self_attention} if self.veco is not None else {}
         self.model_cfg = Seq2SeqConfig.from_preset(
             cfg.preset, vocab_size=len(self.dico), langs=langs, arch=cfg.arch, lang_encoding=cfg.lang_encoding,
             encoding_options=encoding_spec(cfg.lang_encoding).options_from(cfg), dropout=cfg.dropout,
             max_positions=cfg.max_positions, intl_positions=cfg.intl_positions, intl_layers=cfg.intl_layers,
             **({"d_model": enc.d_model, "encoder_kind": "xlm", "encoder_config": enc.to_dict(),
-                "enc_layers": enc.n_layers} if enc is not None else {}))
-        probe = build_seq2seq(self.model_cfg, self.pretrained)
+                "enc_layers": enc.n_layers, **veco} if enc is not None else {}))
+        self.vocab_ids = None  # VLE without a pre-trained encoder: Voc_l from `xlp vocab-score` among --data
+        if self.pretrained is None:
+            found = top_k_vocabularies(cfg.data, cfg.lang_encoding, self.model_cfg.encoding_options, langs,
+                                       artifacts.sha256_file(self.ids_dir / "dict.txt"), len(self.dico))
+            self.vocab_ids = found[2] if found else None
+        probe = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.veco is not None else self.pretrained,
+                              self.vocab_ids)
         self.max_src = probe.max_source_len() - 1
         self.max_tgt = self.model_cfg.max_positions - probe.decoder_prefix() - 1
         del probe
@@ -152,7 +167,11 @@ class Job:
             raise BadInput("the pre-training dictionary differs from the translation data's dict.txt", path=run_dict)
 
     def new_model(self) -> Seq2Seq:
-        return build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.pretrained is not None else None)
+        model = build_seq2seq(self.model_cfg, copy.deepcopy(self.pretrained) if self.pretrained is not None else None,
+                              self.vocab_ids)
+        if self.veco is not None:
+            self.init_mapping = init_decoder(model, self.veco, self.model_cfg.tie_self_attention)
+        return model
 
     def may_leave_parameters_unused(self) -> bool:
         """Whether a step can leave some parameters without a gradient on some process (DDP must then look for

@@ -10,6 +10,7 @@ from xlp_cli.errors import BadInput
 from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon
 
 SETTINGS = ("transfer", "translate-train")
+VECO_MODES = ("plug-out", "plug-in")
 # XLP paper, appendix B.1 / Table 6, fine-tuning column
 DEFAULT_LR = [5e-6]
 DEFAULT_BATCH_SIZE = [16]
@@ -40,6 +41,11 @@ class XnliConfig(FinetuneCommon):
     unfreeze_projections: bool = opt(False, "xnli: also train the language parameters of an encoding that keeps them "
                                             "frozen when fine-tuning (XLP's projections, appendix B.1).")
     eval_batch_size: int = opt(64, "xnli: batch size for evaluation.", volatile=True)
+    veco: str = opt("plug-out", "xnli: VECO fine-tuning (docs/veco.md): plug-out drops a VECO run's cross-attention "
+                                "(the plain encoder); plug-in classifies x from [h_x; s_x], s_x attending to x's "
+                                "translation (translate-train only).", choices=VECO_MODES)
+    plug_in_lang: str = opt("en", "xnli --veco plug-in: the language of each example's paired translation y (for "
+                                  "this language's own model: the first other test language).")
 
     def validate(self) -> None:
         super().validate()
@@ -51,6 +57,9 @@ class XnliConfig(FinetuneCommon):
             raise BadInput("xnli fine-tuning needs exactly one --data: an `xlp pretrain` run folder")
         if self.max_len < 8:
             raise BadInput("--max-len must be at least 8")
+        if self.veco == "plug-in" and self.setting == "transfer":
+            raise BadInput("--veco plug-in needs every example's translation y beside x, and zero-shot transfer has "
+                           "no such pairs (VECO paper, footnote 4): use --setting translate-train or --veco plug-out")
 
 
 @dataclasses.dataclass

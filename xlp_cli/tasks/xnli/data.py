@@ -5,7 +5,10 @@ TSV format (tab-separated, header row, no quoting: XNLI text contains quotes):
     MNLI:  sentence1  sentence2  label  genre            (no language column: the file's language is given)
 Accepted column names: premise = sentence1 | premise, hypothesis = sentence2 | hypothesis,
 label = gold_label | label, language = language | lang (optional), premise_language (optional: the premise is
-in another language than the hypothesis, as in the catalog-derived task of `xlp run`; default: the same).
+in another language than the hypothesis, as in the catalog-derived task of `xlp run`; default: the same),
+index | pairID (optional: the example's key, equal across the languages of XNLI's 15-way parallel files; default:
+the row's position among its language's rows, so line-aligned translated files pair up). VECO's plug-in
+fine-tuning pairs each example with the example of the same key in another language (`pair_examples`).
 Labels: contradiction (alias contradictory, as in the XNLI-MT files), neutral, entailment; rows whose label
 is "-" (no annotator consensus in MultiNLI) are skipped and counted. Anything else is an error.
 
@@ -27,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, textfile
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 
@@ -41,6 +44,7 @@ _COLS = {
     "label": ("gold_label", "label"),
     "lang": ("language", "lang"),
     "premise_lang": ("premise_language", "premise_lang"),
+    "key": ("index", "pairid"),
 }
 
 
@@ -52,6 +56,7 @@ class Example:
     hypothesis: str
     label: int
     premise_lang: str = ""  # "" = the example's language
+    key: str = ""           # the same example in another language has the same key (index column or row position)
 
 
 def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | None = None,
@@ -62,48 +67,60 @@ def read_tsv(path: Path, *, default_lang: str | None = None, langs: set[str] | N
         raise BadInput("no such TSV file", path=path)
     out: dict[str, list[Example]] = {}
     skipped = 0
-    with open(path, encoding="utf-8", newline="") as f:
-        header_line = f.readline()
-        header = [h.strip().lower() for h in header_line.rstrip("\r\n").split("\t")]
-        idx: dict[str, int] = {}
-        for key, names in _COLS.items():
-            for n in names:
-                if n in header:
-                    idx[key] = header.index(n)
-                    break
-        missing = [f"{_COLS[k][0]} (or {_COLS[k][1]})" for k in ("premise", "hypothesis", "label") if k not in idx]
-        if "lang" not in idx and default_lang is None:
-            missing.append("language")
-        if missing:
-            raise BadInput(f"missing column(s) {', '.join(missing)}; header is: {' '.join(header) or '(empty)'}",
-                           path=path, position=1)
-        width = max(idx.values()) + 1
-        for n, line in enumerate(f, 2):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cells = line.split("\t")
-            if len(cells) < width:
-                raise BadInput(f"row has {len(cells)} columns, the header needs at least {width}", path=path, position=n)
-            label = cells[idx["label"]].strip()
-            if label in SKIP_LABELS:
-                skipped += 1
-                continue
-            if label.lower() not in LABEL_IDS:
-                raise BadInput(f"unknown label {label!r} (expected {', '.join(LABELS)})", path=path, position=n)
-            lang = cells[idx["lang"]].strip() if "lang" in idx else str(default_lang)
-            if langs is not None and lang not in langs:
-                continue
-            rows = out.setdefault(lang, [])
-            if max_rows_per_lang and len(rows) >= max_rows_per_lang:
-                continue
-            premise, hypothesis = cells[idx["premise"]], cells[idx["hypothesis"]]
-            if not premise.strip() or not hypothesis.strip():
-                raise BadInput("empty premise or hypothesis", path=path, position=n)
-            plang = cells[idx["premise_lang"]].strip() if "premise_lang" in idx else ""
-            rows.append(Example(id=f"{path.name}:{n}", lang=lang, premise=premise, hypothesis=hypothesis,
-                                label=LABEL_IDS[label.lower()], premise_lang="" if plang == lang else plang))
+    lines = textfile.text_lines(path)  # a binary or non-UTF-8 file is a one-line error with its line number
+    header_line = next(lines, (1, ""))[1]
+    header = [h.strip().lower() for h in header_line.split("\t")]
+    idx: dict[str, int] = {}
+    for key, names in _COLS.items():
+        for n in names:
+            if n in header:
+                idx[key] = header.index(n)
+                break
+    missing = [f"{_COLS[k][0]} (or {_COLS[k][1]})" for k in ("premise", "hypothesis", "label") if k not in idx]
+    if "lang" not in idx and default_lang is None:
+        missing.append("language")
+    if missing:
+        raise BadInput(f"missing column(s) {', '.join(missing)}; header is: {' '.join(header) or '(empty)'}",
+                       path=path, position=1)
+    width = max(idx.values()) + 1
+    for n, line in lines:
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) < width:
+            raise BadInput(f"row has {len(cells)} columns, the header needs at least {width}", path=path, position=n)
+        label = cells[idx["label"]].strip()
+        if label in SKIP_LABELS:
+            skipped += 1
+            continue
+        if label.lower() not in LABEL_IDS:
+            raise BadInput(f"unknown label {label!r} (expected {', '.join(LABELS)})", path=path, position=n)
+        lang = cells[idx["lang"]].strip() if "lang" in idx else str(default_lang)
+        if langs is not None and lang not in langs:
+            continue
+        rows = out.setdefault(lang, [])
+        if max_rows_per_lang and len(rows) >= max_rows_per_lang:
+            continue
+        premise, hypothesis = cells[idx["premise"]], cells[idx["hypothesis"]]
+        if not premise.strip() or not hypothesis.strip():
+            raise BadInput("empty premise or hypothesis", path=path, position=n)
+        plang = cells[idx["premise_lang"]].strip() if "premise_lang" in idx else ""
+        key = cells[idx["key"]].strip() if "key" in idx else str(len(rows))
+        rows.append(Example(id=f"{path.name}:{n}", lang=lang, premise=premise, hypothesis=hypothesis,
+                            label=LABEL_IDS[label.lower()], premise_lang="" if plang == lang else plang, key=key))
     return out, skipped
+
+
+def pair_examples(rows: list[Example], others: list[Example], where: Path) -> list[Example]:
+    """For each row, the example of `others` with the same key (its translation), in the order of `rows`."""
+    by_key = {e.key: e for e in others}
+    out = []
+    for e in rows:
+        if e.key not in by_key:
+            lang = others[0].lang if others else "the other language"
+            raise BadInput(f"example {e.id} (key {e.key!r}) has no {lang} counterpart to pair with", path=where)
+        out.append(by_key[e.key])
+    return out
 
 
 def holdout_split(examples: list[Example], fraction: float = 0.1) -> tuple[list[Example], list[Example]]:
@@ -132,6 +149,7 @@ class Encoded:
     lang: str
     premise_langs: list[str] | None = None  # per example ("" = lang); None when every premise is in `lang`
     hyp_start: np.ndarray | None = None     # per example: index of the hypothesis segment (after "</s> p </s>")
+    pair: "Encoded | None" = None           # VECO plug-in: the same examples in another language (not cached)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -6,6 +6,10 @@ Settings
                      (`--translated-train 'path/{lang}.tsv'`) or, when none is given, on 90% of its XNLI dev set
                      (the other 10%, split by premise hash, selects the checkpoint); test on its test set.
 
+VECO (`--veco`, docs/veco.md): plug-out (default) fine-tunes a VECO run's encoder without its cross-attention;
+plug-in (translate-train only) pairs every example with its translation in `--plug-in-lang` (the example of the
+same XNLI index, or the same row of the translated file) and classifies it from [h_x; s_x].
+
 Runs: the grid --lr x --batch-size x --seeds. The (lr, batch size) with the best mean selection accuracy over
 seeds is kept; its best checkpoint per seed writes `predictions/seed<S>/{dev,test}.<lang>.jsonl`.
 Each grid point trains in `runs/<group>/lr<lr>-bs<bs>-seed<seed>/` with `checkpoints/{last,best}`,
@@ -23,11 +27,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts, config as cfgmod, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
-from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
+from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier, freeze_language_parameters
+from xlp_cli.models.veco import is_veco, plug_out
 from xlp_cli.tasks.xnli import data as xd
+from xlp_cli.tasks.xnli.groups import build as build_groups
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
 from xlp_cli.evaluate.render import XNLI_LANGS
@@ -52,6 +58,7 @@ class Pretrained:
         self.langs: list[str] = list(model.config.langs)
         self.prefix_len = int(model.prefix_len)
         self.frozen_when_finetuning = model.lang_encoding.spec.frozen_when_finetuning
+        self.cross_attention = is_veco(model)
         self.text_encoder = self._text_encoder()
         self._check_vocabulary()
 
@@ -81,9 +88,11 @@ class Pretrained:
             if artifacts.sha256_file(run_dict) != artifacts.sha256_file(te_dict):
                 raise BadInput(f"the run's dict.txt differs from the dictionary of its id shards ({te_dict})", path=run_dict)
 
-    def new_classifier(self, dropout: float, device: torch.device) -> SequenceClassifier:
+    def new_classifier(self, dropout: float, device: torch.device, veco: str = "plug-out") -> SequenceClassifier:
         encoder = ckpt.load_pretrained(self.run, self.which)
-        return SequenceClassifier(encoder, dropout=dropout).to(device)
+        if veco == "plug-in":
+            return PlugInClassifier(encoder, dropout=dropout).to(device)
+        return SequenceClassifier(plug_out(encoder), dropout=dropout).to(device)
 
     def lang_index(self, lang: str) -> int:
         if lang not in self.langs:
@@ -110,7 +119,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
     if done is not None:
         return done
     torch.manual_seed(seed)
-    model = pre.new_classifier(cfg.dropout, rt.device)
+    model = pre.new_classifier(cfg.dropout, rt.device, cfg.veco)
     frozen = [] if cfg.unfreeze_projections else freeze_language_parameters(model, model.encoder)
     objective = Classify(train, select, pre.lang_index, bs, seed, cfg.epoch_size, cfg.eval_batch_size, rt)
     if not objective.seqs:
@@ -135,62 +144,10 @@ def _resolve(path: Path | None, default: str) -> Path:
     return Path(path) if path is not None else artifacts.data_dir() / default
 
 
-def _groups(cfg: XnliConfig, langs: list[str], dev: dict, test: dict, train_file: Path, dev_file: Path,
-            enc: Any, bar: Any, encoding: Any) -> tuple[list[dict[str, Any]], int]:
-    """The trained model families (transfer: one; translate-train: one per language) with their encoded
-    train, selection and prediction sets; and the unlabelled training rows skipped."""
-    groups: list[dict[str, Any]] = []  # one per trained model family: {name, train, select, predict}
-    skipped_rows = 0
-    if cfg.setting == "transfer":
-        tl = cfg.train_lang
-        tr, skipped_rows = xd.read_tsv(train_file, default_lang=tl, langs={tl})
-        rows = tr.get(tl, [])
-        if not rows:
-            raise BadInput(f"no training rows in language {tl!r}", path=train_file)
-        if cfg.max_train_rows:
-            rows = rows[: cfg.max_train_rows]
-        sel_langs = [tl] if cfg.select_on == "train" else [l for l in langs if l in dev]
-        if not sel_langs or not all(l in dev for l in sel_langs):
-            raise BadInput(f"no {tl!r} dev rows to select on", path=dev_file)
-        bar.update(encoding, total=len(rows) + sum(len(dev[l]) for l in sel_langs)
-                   + sum(len(dev.get(l, [])) + len(test[l]) for l in langs))
-        groups.append({
-            "name": "transfer",
-            "train": [enc("train", cfg.train_lang, rows)],
-            "select": {l: enc("dev", l, dev[l]) for l in sel_langs},
-            "predict": {l: {"dev": enc("dev", l, dev[l]) if l in dev else None, "test": enc("test", l, test[l])} for l in langs},
-        })
-    else:
-        if not cfg.translated_train:  # each language's dev set (90% train, 10% selection) and test set
-            bar.update(encoding, total=sum(len(dev.get(l, [])) + len(test[l]) for l in langs))
-        for lang in langs:
-            if cfg.translated_train:
-                path = Path(cfg.translated_train.replace("{lang}", lang))
-                tr, s = xd.read_tsv(path, default_lang=lang, langs={lang})
-                skipped_rows += s
-                rows = tr.get(lang, [])
-                if not rows:
-                    raise BadInput(f"no training rows for {lang}", path=path)
-                sel_rows = dev.get(lang, [])
-                source = str(path)
-            else:
-                rows, sel_rows = xd.holdout_split(dev.get(lang, []))
-                source = f"{dev_file} (90% of the {lang} dev set: translated training data substitute)"
-            if cfg.max_train_rows:
-                rows = rows[: cfg.max_train_rows]
-            if not rows or not sel_rows:
-                raise BadInput(f"no translate-train data for {lang} (train {len(rows)} rows, selection {len(sel_rows)} rows)",
-                               path=dev_file)
-            sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
-            groups.append({
-                "name": lang, "source": source,
-                "train": [enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)],
-                "select": {lang: sel},
-                "predict": {lang: {"dev": sel, "test": enc("test", lang, test[lang])}},
-            })
-    return groups, skipped_rows
+OWNS = ("results.json", "predictions", "runs", "encoded")  # what XNLI fine-tuning writes in FT (outdir.py)
 
 
+@outdir.scoped
 def run(cfg: XnliConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     run = Path(cfg.data[0])
@@ -211,11 +168,15 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
         langs = [l for l in XNLI_LANGS if l in pre.langs] + [l for l in pre.langs if l not in XNLI_LANGS]
     if cfg.setting == "transfer":
         pre.lang_index(cfg.train_lang)
+    plug_in = cfg.veco == "plug-in"
+    if plug_in and not pre.cross_attention:
+        raise BadInput("--veco plug-in needs a VECO pre-training run (an encoder with cross-attention: --objective "
+                       "ca-mlm, tlm+ca-mlm or mlm+ca-mlm)", path=run)
+    read_langs = set(langs) | ({cfg.plug_in_lang} if plug_in else set())
 
     config = cfgmod.identity(cfg)
     config["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force)
+    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=OWNS)
     if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
         ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
         summary = json.loads((cfg.out / "results.json").read_text(encoding="utf-8"))
@@ -223,8 +184,8 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
 
     # data
     # a dev/test file without a language column (e.g. MNLI's validation set) is English
-    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=set(langs) | {cfg.train_lang}, max_rows_per_lang=cfg.max_eval_rows)
-    test, _ = xd.read_tsv(test_file, default_lang="en", langs=set(langs), max_rows_per_lang=cfg.max_eval_rows)
+    dev, _ = xd.read_tsv(dev_file, default_lang="en", langs=read_langs | {cfg.train_lang}, max_rows_per_lang=cfg.max_eval_rows)
+    test, _ = xd.read_tsv(test_file, default_lang="en", langs=read_langs, max_rows_per_lang=cfg.max_eval_rows)
     missing = [l for l in langs if l not in test]
     if missing:
         ui.warn(f"no XNLI test rows for {', '.join(missing)} in {test_file}; they are not evaluated")
@@ -243,7 +204,8 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
         return e
 
     with bar:
-        groups, skipped_rows = _groups(cfg, langs, dev, test, train_file, dev_file, enc, bar, encoding)
+        groups, skipped_rows = build_groups(cfg, langs, dev, test, {"train": train_file, "dev": dev_file, "test": test_file},
+                                            enc, lambda n: bar.update(encoding, total=n))
 
     # grid x seeds
     results: dict[str, Any] = {"groups": {}}
@@ -307,7 +269,8 @@ def summarize(cfg: XnliConfig, pre: Pretrained, langs: list[str], results: dict[
                         100.0 * sum(r["gold"] == r["pred"] for r in rows) / max(1, len(rows))
     test_mean = {l: float(np.mean([acc[s]["test"][l] for s in acc if l in acc[s].get("test", {})])) for l in langs}
     return {
-        "task": "xnli", "setting": cfg.setting, "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run),
+        "task": "xnli", "setting": cfg.setting, "veco": cfg.veco if pre.cross_attention else None,
+        "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run),
         "langs": langs, "seeds": cfg.seeds, "accuracy": acc, "test_mean": test_mean,
         "test_avg": float(np.mean(list(test_mean.values()))) if test_mean else math.nan,
         "frozen_projections": pre.frozen_when_finetuning and not cfg.unfreeze_projections,

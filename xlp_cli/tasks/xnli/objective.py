@@ -3,6 +3,10 @@ examples in a seeded order, and the selection accuracy (dev) that picks the best
 
 Each epoch's order is a permutation seeded by (seed, epoch) alone, so a run resumes anywhere by its step count;
 `epoch_size` examples (default: all) make one epoch of `ceil(epoch_size / batch_size)` updates.
+
+VECO plug-in (`--veco plug-in`): every example x carries its translation y (`Encoded.pair`); a batch is
+(x ids, langs, mask, y ids, langs, mask, labels), the model (`heads.PlugInClassifier`) classifies x from
+[h_x; s_x] and, in training, also y from [h_y; s_y] with the same label (VECO 3.1); predictions are for x.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ class LangIds:
     where the hypothesis starts, so mixed-language pairs get a [B, T] language tensor."""
 
     def __init__(self, encs: list[xd.Encoded], lang_index: Any):
+        self.lang_index = lang_index
         self.hyp = np.concatenate([np.full(len(e), lang_index(e.lang), np.int64) for e in encs])
         self.prem = np.concatenate([np.asarray([lang_index(p or e.lang) for p in e.premise_langs], np.int64)
                                     if e.premise_langs else np.full(len(e), lang_index(e.lang), np.int64)
@@ -42,11 +47,20 @@ def predict(model: torch.nn.Module, enc: xd.Encoded, langs: LangIds, device: tor
     """Predicted label id per example (in the order of `enc`)."""
     model.eval()
     out = np.zeros(len(enc), dtype=np.int64)
+    pair_langs = LangIds([enc.pair], langs.lang_index) if enc.pair is not None else None
     for rows, ids, mask in xd.eval_batches(enc, batch_size):
-        lang = langs.batch(rows, ids.shape[1])
-        logits = model(ids.to(device), lang.to(device), mask.to(device))
+        inputs = [ids, langs.batch(rows, ids.shape[1]), mask]
+        if enc.pair is not None and pair_langs is not None:
+            inputs += pair_inputs(enc.pair, pair_langs, rows)
+        logits = model(*(t.to(device) for t in inputs))
         out[rows] = logits.argmax(-1).cpu().numpy()
     return out
+
+
+def pair_inputs(pair: xd.Encoded, langs: LangIds, rows: np.ndarray) -> list[torch.Tensor]:
+    """VECO plug-in: the translations y of the examples `rows` (ids, languages, padding mask)."""
+    ids, mask = xd.collate([pair.ids[r] for r in rows])
+    return [ids, langs.batch(rows, ids.shape[1]), mask]
 
 
 def accuracy(model: torch.nn.Module, enc: xd.Encoded, langs: LangIds, device: torch.device, batch_size: int) -> float:
@@ -64,6 +78,13 @@ class Classify(Objective):
         self.seqs = [x for enc in train for x in enc.ids]
         self.labels = np.concatenate([enc.labels for enc in train])
         self.langs = LangIds(train, lang_index)
+        self.pairs = [e.pair for e in train if e.pair is not None]
+        if self.pairs and len(self.pairs) != len(train):
+            raise ValueError("either every training set has its paired translations or none has")
+        if self.pairs:
+            self.pair = xd.Encoded(ids=[x for enc in self.pairs for x in enc.ids], labels=self.labels,
+                                   example_ids=[i for enc in self.pairs for i in enc.example_ids], lang="")
+            self.pair_langs = LangIds(self.pairs, lang_index)
         self.select = select
         self.select_langs = {lang: LangIds([enc], lang_index) for lang, enc in select.items()}
         self.batch_size, self.seed, self.eval_batch_size, self.rt = batch_size, seed, eval_batch_size, rt
@@ -82,12 +103,20 @@ class Classify(Objective):
         epoch, pos = divmod(step, self.steps_per_epoch)
         rows = self._order(epoch)[pos * self.batch_size: (pos + 1) * self.batch_size]
         ids, mask = xd.collate([self.seqs[r] for r in rows])
-        yield ids, self.langs.batch(rows, ids.shape[1]), mask, torch.from_numpy(self.labels[rows])
+        inputs = [ids, self.langs.batch(rows, ids.shape[1]), mask]
+        if self.pairs:
+            inputs += pair_inputs(self.pair, self.pair_langs, rows)
+        yield *inputs, torch.from_numpy(self.labels[rows])
 
     def loss(self, model: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict[str, Any]]:
-        ids, langs, mask, y = (t.to(self.rt.device) for t in b)
-        logits = model(ids, langs, mask)
-        return F.cross_entropy(logits, y), {"tokens": int((~mask).sum()) * self.rt.world, "examples": len(y)}
+        *inputs, y = (t.to(self.rt.device) for t in b)
+        tokens = int((~inputs[2]).sum())
+        if self.pairs:  # plug-in: the label of x from [h_x; s_x] and of its translation y from [h_y; s_y]
+            logits, y = model(*inputs, both=True), torch.cat([y, y])
+            tokens += int((~inputs[5]).sum())
+        else:
+            logits = model(*inputs)
+        return F.cross_entropy(logits, y), {"tokens": tokens * self.rt.world, "examples": len(y)}
 
     def evaluate(self, model: torch.nn.Module) -> dict[str, Any]:
         dev = {lang: accuracy(model, enc, self.select_langs[lang], self.rt.device, self.eval_batch_size)

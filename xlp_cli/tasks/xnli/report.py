@@ -47,7 +47,7 @@ def read_valid_curve(run_folder: Path) -> list[tuple[int, float]]:
     if not path.is_file():
         return []
     points: dict[int, float] = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:  # a log: unreadable lines are passed over
         for line in f:
             try:
                 rec = json.loads(line)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, textfile
 from xlp_cli.errors import BadInput
 from xlp_cli.evaluate.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
 
@@ -45,18 +45,17 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def accuracy_of_file(path: Path) -> tuple[float, int]:
     """(accuracy in %, rows) of one predictions file."""
     correct = total = 0
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                gold, pred = row["gold"], row["pred"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise BadInput(f"not a prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and 'pred'",
-                               path=path, position=n) from None
-            total += 1
-            correct += int(gold == pred)
+    for n, line in textfile.text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            gold, pred = row["gold"], row["pred"]
+        except (json.JSONDecodeError, KeyError, TypeError, IndexError) as e:
+            raise BadInput(f"not a prediction line ({type(e).__name__}: {e}); expected JSON with 'gold' and 'pred'",
+                           path=path, position=n) from None
+        total += 1
+        correct += int(gold == pred)
     if total == 0:
         raise BadInput("predictions file is empty", path=path)
     return 100.0 * correct / total, total

@@ -37,6 +37,20 @@ def _stream_tokens(paths: list[Any]) -> int:
                + pq.read_metadata(p).num_rows for p in paths)
 
 
+def lang_scores(nll: float, correct: int, n: int) -> dict[str, Any]:
+    """One language's validation numbers from its summed NLL and right predictions over n tokens."""
+    loss = nll / n
+    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / n, "n": n}
+
+
+def summarize(out: dict[str, Any]) -> dict[str, Any]:
+    """The means over languages of `out["langs"]` (the best checkpoint has the lowest mean loss)."""
+    out["loss"] = float(np.mean([v["loss"] for v in out["langs"].values()]))
+    out["ppl"] = math.exp(min(out["loss"], 50.0))
+    out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
+    return out
+
+
 class MaskedLM(Objective):
     metric, maximize = "loss", False
 
@@ -102,8 +116,11 @@ class MaskedLM(Objective):
         batch, inputs, targets, pred = mb
         logits = self._logits(model, batch, inputs, pred)
         tgt = targets.to(self.rt.device)[pred.to(self.rt.device)]
-        share = self.data.slots // len(self.data.local)  # slots per process: the global count from this one
-        return F.cross_entropy(logits.float(), tgt), {"tokens": batch.n_tokens * share, "batches": batch.name}
+        return F.cross_entropy(logits.float(), tgt), {"tokens": self.global_tokens(batch), "batches": batch.name}
+
+    def global_tokens(self, batch: Batch) -> int:
+        """The tokens of this micro-batch over all processes (slots per process: the global count from this one)."""
+        return batch.n_tokens * (self.data.slots // len(self.data.local))
 
     def state_dict(self) -> dict[str, Any]:
         """Every slot's stream position (gathered from all processes: call it on every process)."""
@@ -131,7 +148,6 @@ class MaskedLM(Objective):
             return None
         model.eval()
         out: dict[str, Any] = {"langs": {}}
-        losses = []
         for lang, batches in self.valid.items():
             nll, correct, n = 0.0, 0, 0
             for i, b in enumerate(batches):
@@ -145,15 +161,8 @@ class MaskedLM(Objective):
                 correct += int((logits.argmax(-1) == tgt).sum())
                 n += int(pred.sum())
             if n:
-                loss = nll / n
-                out["langs"][lang] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / n, "n": n}
-                losses.append(loss)
-        if not losses:
-            return None
-        out["loss"] = float(np.mean(losses))
-        out["ppl"] = math.exp(min(out["loss"], 50.0))
-        out["acc"] = float(np.mean([v["acc"] for v in out["langs"].values()]))
-        return out
+                out["langs"][lang] = lang_scores(nll, correct, n)
+        return summarize(out) if out["langs"] else None
 
     def describe(self, m: dict[str, Any]) -> str:
         return f"valid loss {m['loss']:.4f} ppl {m['ppl']:.2f} acc {m['acc']:.3f}"

@@ -1,0 +1,22 @@
+"""The `xlp` console script. This module imports nothing at load time, so that a Ctrl-C during the first moments
+(the imports of typer, rich and pyarrow take ~0.6 s) ends with one line and exit 130, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+
+INTERRUPTED = "xlp: interrupted; rerun the same command to resume\n"
+
+
+def main() -> None:
+    try:
+        from xlp_cli.cli import main as cli_main
+
+        cli_main()
+    except KeyboardInterrupt:  # before the command line was parsed (cli.main reports the later ones)
+        sys.stderr.write(INTERRUPTED)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

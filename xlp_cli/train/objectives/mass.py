@@ -1,0 +1,181 @@
+"""MASS (Song et al. 2019; VLE appendix A.1): an encoder-decoder learns to predict a masked span of a sentence.
+
+    xlp pretrain --objective mass --data IDS [--data VOCAB] --lang en,de --lang-encoding vle ...
+
+For a sentence w_1 .. w_n (cut to --bptt - 1 tokens) of language l:
+- one contiguous span of m = max(1, round(n * --word-mass)) tokens (half the sentence by default) starts at the
+  first token with probability 0.2, ends at the last with probability 0.2, and lies anywhere with 0.6 (MASS's
+  `restricted_mask_sent` with a single segment);
+- the encoder reads the sentence with the span's tokens replaced as in MLM (--mask-probs: 80% MASK, 10% kept,
+  10% a random word) and `</s>`;
+- the decoder reads only the span shifted right (`w_{a-1} .. w_{a+m-1}`, `<s>` for a span at the start) at the
+  positions those tokens have in the sentence, and predicts `w_a .. w_{a+m}`; its cross-attention skips the
+  encoder positions that hold MASK (MASS's `enc_mask`). A decoder language slot (attaching, vle padding) is
+  always its first input, at position 0.
+The loss is the mean cross-entropy over the span tokens. The model (`build_model`) is an XLM encoder of the
+`--preset`/size flags with a decoder of the same shape (`Seq2SeqConfig.like_encoder`); the checkpoint's kind is
+"seq2seq". `xlp finetune --task unmt --init RUN` starts from it. Languages are sampled per step as MLM's
+(p_l ~ n_l^--lang-alpha); validation: the first --eval-batches x --batch-size sentences of each language's valid
+split, with fixed spans and masks; the best checkpoint has the lowest mean loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from xlp_cli import artifacts, ui
+from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, label_smoothed_nll
+from xlp_cli.special_ids import BOS, EOS, MASK, PAD
+from xlp_cli.train.data import sampling_probs
+from xlp_cli.train.masking import corrupt
+from xlp_cli.train.objectives.mlm import lang_scores, summarize
+from xlp_cli.train.objectives.base import Objective
+from xlp_cli.train.runtime import Runtime, step_seed
+from xlp_cli.train.sentences import SentenceStream, collate, first_sentences
+
+
+def spans(lengths: list[int], ratio: float, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """(start a, length m) of each sentence's masked span (0-based token indices)."""
+    out = []
+    for n in lengths:
+        m = min(n, max(1, int(round(n * ratio))))
+        u = rng.random()
+        a = 0 if u < 0.2 else n - m if u < 0.4 else int(rng.integers(0, n - m + 1))
+        out.append((a, m))
+    return out
+
+
+def span_batch(sents: list[np.ndarray], prefix: int, ratio: float, rng: np.random.Generator, gen: torch.Generator,
+               vocab_size: int, probs: tuple[float, float, float]) -> dict[str, torch.Tensor]:
+    """A MASS batch: encoder input [B, S] (span corrupted, `</s>`), decoder input [B, M] and its positions, gold
+    outputs [B, prefix + M] (<pad> where nothing is predicted).
+
+    Decoder coordinates (as `Seq2Seq.decode`): the full decoder sequence is D = [<s> or the language slot] w_1..w_n,
+    index k of D predicts w_{k+1}; a span of tokens [a, a+m) is predicted at indices a .. a+m-1, whose inputs are
+    D[k]; a language slot (prefix 1) is D[0] and is always the first input."""
+    sp = spans([len(s) for s in sents], ratio, rng)
+    src = collate([np.append(s, EOS) for s in sents])
+    pred = torch.zeros_like(src, dtype=torch.bool)
+    prevs, poss, golds = [], [], []
+    for i, (s, (a, m)) in enumerate(zip(sents, sp)):
+        pred[i, a:a + m] = True
+        full = np.concatenate([[BOS], s])                       # D with <s> at index 0
+        lo = max(a, prefix)
+        prevs.append(full[lo:a + m])
+        poss.append(np.arange(lo, a + m))
+        slot = [s[0] if a == 0 else PAD] if prefix else []      # what the language slot's output predicts
+        golds.append(np.concatenate([slot, s[lo:a + m]]).astype(np.int64))
+    enc_in = corrupt(src, pred, gen, vocab_size, probs)
+    prev = collate(prevs)
+    positions = collate(poss).masked_fill(prev.eq(PAD), 0)
+    return {"src": enc_in, "prev": prev, "positions": positions, "gold": collate(golds)}
+
+
+def mass_loss(model: Seq2Seq, b: dict[str, torch.Tensor], lang: int, dev: torch.device) -> tuple[torch.Tensor, int, int]:
+    """(summed cross-entropy over the span tokens, number of them, number predicted right)."""
+    src = b["src"].to(dev)
+    langs = torch.full((src.size(0),), lang, device=dev)
+    memory = model.encode(src, langs)
+    keep = src.ne(MASK)
+    pre = memory["mask"].size(-1) - keep.size(1)
+    if pre:
+        keep = torch.cat([keep.new_ones(keep.size(0), pre), keep], dim=1)
+    memory = {**memory, "mask": memory["mask"] & keep[:, None, None, :]}
+    logits = model.decode(b["prev"].to(dev), langs, memory, positions=b["positions"].to(dev))
+    gold = b["gold"].to(dev)
+    loss, _, n = label_smoothed_nll(logits, gold, 0.0)
+    right = int(((logits.argmax(-1) == gold) & gold.ne(PAD)).sum())
+    return loss, n, right
+
+
+class Mass(Objective):
+    metric, maximize = "loss", False
+
+    def __init__(self, cfg: Any, streams: dict[str, SentenceStream], valid: dict[str, list[np.ndarray]],
+                 langs: list[str], vocab_size: int, prefix: int, rt: Runtime):
+        self.cfg, self.streams, self.valid, self.langs, self.rt = cfg, streams, valid, langs, rt
+        self.vocab_size, self.prefix = vocab_size, prefix
+        self.batch_size = cfg.batch_size
+        self.probs = sampling_probs([s.n_rows for s in streams.values()], cfg.lang_alpha)
+
+    @classmethod
+    def build_model(cls, cfg: Any, inputs: Any) -> Seq2Seq:
+        from xlp_cli.models.encoder import TransformerEncoder
+        from xlp_cli.train.pretrain import model_config
+
+        enc = TransformerEncoder(model_config(cfg, len(inputs.dictionary), inputs.langs), vocab_ids=inputs.vocab_ids)
+        return Seq2Seq(Seq2SeqConfig.like_encoder(enc.config), enc)
+
+    @classmethod
+    def create(cls, cfg: Any, inputs: Any, model: Seq2Seq, rt: Runtime) -> "Mass":
+        V = len(inputs.dictionary)
+        streams, valid = {}, {}
+        for i, lang in enumerate(inputs.langs):
+            paths = artifacts.shard_paths(inputs.ids_dir / "train" / lang)
+            streams[lang] = SentenceStream(paths, lang, cfg.seed, i, V, cfg.bptt - 1)
+            streams[lang]._load()  # reads the first row group: ids outside the dictionary fail before training
+            if rt.main:
+                v = first_sentences(artifacts.shard_paths(inputs.ids_dir / "valid" / lang),
+                                    cfg.eval_batches * cfg.batch_size, V, cfg.bptt - 1)
+                if v:
+                    valid[lang] = v
+                else:
+                    ui.warn(f"no valid split for '{lang}' in {inputs.ids_dir}: it is not validated")
+        return cls(cfg, streams, valid, inputs.langs, V, model.decoder_prefix(), rt)
+
+    def _batch(self, sents: list[np.ndarray], *seed: int) -> dict[str, torch.Tensor]:
+        rng = np.random.default_rng(step_seed(*seed, 1))
+        gen = torch.Generator().manual_seed(step_seed(*seed, 2))
+        return span_batch(sents, self.prefix, self.cfg.word_mass, rng, gen, self.vocab_size, tuple(self.cfg.mask_probs))
+
+    def micro_batches(self, step: int, n: int) -> Iterator[tuple[int, dict[str, torch.Tensor], int]]:
+        cfg, rank, world = self.cfg, self.rt.rank, self.rt.world
+        names = list(self.streams)
+        for micro in range(n):
+            rng = np.random.default_rng([cfg.seed, step, micro, 0])
+            lang = names[int(rng.choice(len(names), p=self.probs))]
+            full = self.streams[lang].next(cfg.batch_size * world)  # the whole world's rows: every process advances
+            mine = full[rank * cfg.batch_size:(rank + 1) * cfg.batch_size]
+            tokens = sum(len(s) + 1 for s in full)
+            yield self.langs.index(lang), self._batch(mine, cfg.seed, step, micro, rank), tokens
+
+    def loss(self, model: torch.nn.Module, mb: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        lang, b, tokens = mb
+        loss, n, _ = mass_loss(model, b, lang, self.rt.device)
+        return loss / max(n, 1), {"tokens": tokens, "batches": self.langs[lang]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {lang: s.state() for lang, s in self.streams.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for lang, s in self.streams.items():
+            if lang in state:
+                s.load_state(state[lang])
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module) -> dict[str, Any] | None:
+        if not self.valid:
+            return None
+        model.eval()
+        out: dict[str, Any] = {"langs": {}}
+        bs = self.cfg.batch_size
+        for lang, sents in self.valid.items():
+            li = self.langs.index(lang)
+            nll, n, right = 0.0, 0, 0
+            for k in range(0, len(sents), bs):
+                with self.rt.autocast():
+                    loss, m, r = mass_loss(model, self._batch(sents[k:k + bs], self.cfg.seed, 99, k, li), li, self.rt.device)
+                nll, n, right = nll + float(loss), n + m, right + r
+            out["langs"][lang] = lang_scores(nll, right, max(n, 1))
+        return summarize(out)
+
+    def describe(self, m: dict[str, Any]) -> str:
+        return f"valid MASS loss {m['loss']:.4f} ppl {m['ppl']:.2f} acc {m['acc']:.3f}"
+
+    def probe_loss(self, model: torch.nn.Module, batch_size: int) -> torch.Tensor:
+        sents = [np.arange(self.cfg.bptt - 1) % (self.vocab_size - 14) + 14 for _ in range(batch_size)]
+        loss, n, _ = mass_loss(model, self._batch(sents, 0, 0), 0, self.rt.device)
+        return loss / max(n, 1)
