@@ -19,8 +19,10 @@ import hashlib
 import random
 import re
 from pathlib import Path
+from typing import Any
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, ui
+from xlp_cli.errors import BadInput
 
 WORD = re.compile(r"[^\W\d_]{4,}", re.UNICODE)
 HEADER = "language\tpremise_language\tgold_label\tsentence1\tsentence2\n"
@@ -115,7 +117,30 @@ def derive(prep: Path, out: Path, *, seed: int = 0, max_train: int = 6000, max_e
 
 
 def raise_no_pairs(prep: Path) -> None:
-    from xlp_cli.errors import BadInput
-
     raise BadInput("cannot derive a classification task: the prepare output has no English-parallel pairs "
                    "(use --source gettext, or provide XNLI/MultiNLI under XLP_DATA_DIR)", path=prep)
+
+
+XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
+
+
+def catalog_fallback(node_id: str, v: dict[str, Any], prepare: Any, root: Path) -> bool:
+    """(`xlp run`) An XNLI fine-tuning (recipe node `node_id`, its values `v`; `prepare`: the recipe's prepare
+    node or None) without the XNLI/MultiNLI files: derive a task from the catalogs, and say so (True)."""
+    if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
+        return False
+    data = artifacts.data_dir()
+    missing = [str(data / rel) for rel in XNLI_FILES.values() if not (data / rel).is_file()]
+    if not missing:
+        return False
+    if prepare is None or not artifacts.try_read_manifest(prepare.values["out"]):
+        raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
+                       "to derive a classification task from")
+    task = derive(Path(prepare.values["out"]), root / "derived-task")
+    ui.warn(f"XNLI/MultiNLI not found under {data} (missing {missing[0]}): fine-tuning {node_id} on a classification "
+            f"task derived from the gettext catalogs instead ({root / 'derived-task'}; does a message translate "
+            f"another? see docs/recipes.md), training on {task['train_lang']}. These are not XNLI numbers.")
+    for key in XNLI_FILES:
+        v[key] = task[key.replace("-", "_")]
+    v.setdefault("train-lang", task["train_lang"])
+    return True

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, stages, ui
+from xlp_cli import artifacts, config as cfgmod, recipe_tasks, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
 from xlp_cli.tasks import TASKS
@@ -318,7 +318,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     t_all = time.time()
     for nid in plan:
         node = nodes[nid]
-        if node.stage == "finetune" and not cfg.dry_run and _catalog_task_fallback(node, nodes, Path(meta["root"])):
+        if node.stage == "finetune" and not cfg.dry_run and recipe_tasks.catalog_fallback(node.id, node.values, nodes.get("prepare"), Path(meta["root"])):
             node.cfg = build_config(node, nodes, cfg.force)
         if nid not in selected:
             node.status = "not selected"
@@ -358,33 +358,6 @@ def run(cfg: RunConfig) -> dict[str, Any]:
 def _report_of(folder: Path) -> Path | None:
     """The report an evaluate stage wrote (report.html, else report.md, else results.json)."""
     return next((folder / f for f in ("report.html", "report.md", "results.json") if (folder / f).is_file()), None)
-
-
-XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
-
-
-def _catalog_task_fallback(node: Node, nodes: dict[str, Node], root: Path) -> bool:
-    """XNLI fine-tuning without the XNLI/MultiNLI files: derive a task from the catalogs, and say so (True)."""
-    v = node.values
-    if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
-        return False
-    data = artifacts.data_dir()
-    missing = [str(data / rel) for rel in XNLI_FILES.values() if not (data / rel).is_file()]
-    if not missing:
-        return False
-    if "prepare" not in nodes or not artifacts.try_read_manifest(nodes["prepare"].values["out"]):
-        raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
-                       "to derive a classification task from")
-    from xlp_cli import recipe_tasks
-
-    task = recipe_tasks.derive(Path(nodes["prepare"].values["out"]), root / "derived-task")
-    ui.warn(f"XNLI/MultiNLI not found under {data} (missing {missing[0]}): fine-tuning {node.id} on a classification "
-            f"task derived from the gettext catalogs instead ({root / 'derived-task'}; does a message translate "
-            f"another? see docs/recipes.md), training on {task['train_lang']}. These are not XNLI numbers.")
-    for key in XNLI_FILES:
-        v[key] = task[key.replace("-", "_")]
-    v.setdefault("train-lang", task["train_lang"])
-    return True
 
 
 def _xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:
