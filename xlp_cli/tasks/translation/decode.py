@@ -165,6 +165,6 @@ def run(cfg: TranslateConfig) -> dict[str, Any]:
 def print_summary(summary: dict[str, Any]) -> None:
     """On stderr: stdout may be carrying the translations."""
     if summary.get("output") == "<stdout>":
-        ui.info(f"translated {summary['sentences']} sentences in {summary['seconds']} s (beam {summary['beam']})")
+        ui.info(f"translated {ui.plural(summary['sentences'], 'sentence')} in {ui.duration(summary['seconds'])} (beam {summary['beam']})")
     else:
         ui.print_summary("xlp translate", summary)
