@@ -62,3 +62,11 @@ def test_every_task_config_is_one_class_and_flags_do_not_cross_tasks() -> None:
         FINETUNE.build({"task": "xnli", "data": ["x"], "max-tokens": 100})
     cfg = FINETUNE.build({"task": "translation", "data": ["x"], "mt-dropout": 0.0})  # a renamed key still works
     assert cfg.dropout == 0.0
+
+
+def test_every_module_is_at_most_400_lines() -> None:
+    """The guide's rule: small modules whose names say what they hold (nanoGPT, not XLM's 1,600-line trainer)."""
+    root = Path(__file__).resolve().parents[1] / "xlp_cli"
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert not long, long

@@ -119,6 +119,18 @@ def test_evaluate_writes_table_with_signature(overfit, tmp_path):
     assert any(s.startswith("nrefs:1|case:mixed|eff:no|tok:13a") for s in res["signatures"])
     md = (out / "report.md").read_text()
     assert "| run | de-en | Avg |" in md and (out / "bleu.png").is_file() and (out / "valid_nll.png").is_file()
+    # the copy baseline: the German source given back, scored against the English references
+    from sacrebleu.metrics import BLEU
+
+    rows = [json.loads(l) for l in (overfit / "seed-1" / "predictions" / "test.de-en.jsonl").read_text().splitlines()]
+    expect = BLEU().corpus_score([x["source"] for x in rows], [[x["ref"] for x in rows]]).score
+    copy = res["runs"]["copy"]["bleu"]["de-en"]
+    assert copy["n"] == 1 and abs(copy["mean"] - expect) < 1e-9 and copy["mean"] < 50
+    assert res["runs"]["copy"]["tok_bleu"]["de-en"]["n"] == 0  # no en-de predictions: no source tokens to score
+    assert "| copy |" in md
+    r = run_cli("evaluate", "--task", "translation", "--data", overfit, "--no-copy-baseline", "--out", tmp_path / "e2")
+    assert r.exit_code == 0, r.output
+    assert "copy" not in json.loads((tmp_path / "e2" / "results.json").read_text())["runs"]
 
 
 # ----------------------------------------------------------------------------------------------- bad input

@@ -19,7 +19,6 @@ import hashlib
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
@@ -124,21 +123,22 @@ def raise_no_pairs(prep: Path) -> None:
 XNLI_FILES = {"train-file": "mnli_en/mnli_train.tsv", "dev-file": "xnli/xnli.dev.tsv", "test-file": "xnli/xnli.test.tsv"}
 
 
-def catalog_fallback(node_id: str, v: dict[str, Any], prepare: Any, root: Path) -> bool:
-    """(`xlp run`) An XNLI fine-tuning (recipe node `node_id`, its values `v`; `prepare`: the recipe's prepare
-    node or None) without the XNLI/MultiNLI files: derive a task from the catalogs, and say so (True)."""
+def catalog_task_fallback(what: str, values: dict, prepare_out: Path | None, root: Path) -> bool:
+    """XNLI fine-tuning of a recipe (its entry's `values`, changed in place) without the XNLI/MultiNLI files:
+    derive a task from the catalogs of the recipe's finished [prepare] output, and say so (True)."""
+    v = values
     if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
         return False
     data = artifacts.data_dir()
     missing = [str(data / rel) for rel in XNLI_FILES.values() if not (data / rel).is_file()]
     if not missing:
         return False
-    if prepare is None or not artifacts.try_read_manifest(prepare.values["out"]):
+    if prepare_out is None or not artifacts.try_read_manifest(prepare_out):
         raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
                        "to derive a classification task from")
-    task = derive(Path(prepare.values["out"]), root / "derived-task")
-    ui.warn(f"XNLI/MultiNLI not found under {data} (missing {missing[0]}): fine-tuning {node_id} on a classification "
-            f"task derived from the gettext catalogs instead ({root / 'derived-task'}; does a message translate "
+    task = derive(prepare_out, root / "derived-task")
+    ui.warn(f"XNLI/MultiNLI not found under {data} (missing {missing[0]}): fine-tuning {what} on a classification task "
+            f"derived from the gettext catalogs instead ({root / 'derived-task'}; does a message translate "
             f"another? see docs/recipes.md), training on {task['train_lang']}. These are not XNLI numbers.")
     for key in XNLI_FILES:
         v[key] = task[key.replace("-", "_")]

@@ -318,7 +318,8 @@ def run(cfg: RunConfig) -> dict[str, Any]:
     t_all = time.time()
     for nid in plan:
         node = nodes[nid]
-        if node.stage == "finetune" and not cfg.dry_run and recipe_tasks.catalog_fallback(node.id, node.values, nodes.get("prepare"), Path(meta["root"])):
+        if node.stage == "finetune" and not cfg.dry_run and recipe_tasks.catalog_task_fallback(
+                node.id, node.values, Path(nodes["prepare"].values["out"]) if "prepare" in nodes else None, Path(meta["root"])):
             node.cfg = build_config(node, nodes, cfg.force)
         if nid not in selected:
             node.status = "not selected"

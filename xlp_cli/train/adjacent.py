@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from xlp_cli.errors import BadInput
-from xlp_cli.train.data import PairStream, _read_list_column
+from xlp_cli.train.data import PairStream
+from xlp_cli.train.shards import read_list_column
 
 
 class AdjacentStream(PairStream):
@@ -23,7 +24,7 @@ class AdjacentStream(PairStream):
         self.n_rows //= 2
 
     def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        values, offsets = _read_list_column(path, rg, "ids")
+        values, offsets = read_list_column(path, rg, "ids")
         n = (len(offsets) - 1) // 2
         starts, ends = offsets[:-1], offsets[1:]
         def side(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,86 +21,17 @@ Masking is in `masking.py`; the objectives that use these streams are in `object
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
 from xlp_cli import artifacts
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
-
-
-@dataclasses.dataclass
-class Batch:
-    ids: torch.Tensor                      # [B, T] long
-    langs: torch.Tensor                    # [B, T] long (language index per token)
-    positions: torch.Tensor | None         # [B, T] or None (0..T-1)
-    pad_mask: torch.Tensor | None          # [B, T] True at padding, or None
-    name: str                              # "en" or "en-fr"
-
-    @property
-    def n_tokens(self) -> int:
-        if self.pad_mask is None:
-            return self.ids.numel()
-        return int((~self.pad_mask).sum())
-
-    def to(self, device: torch.device) -> "Batch":
-        mv = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
-        return Batch(mv(self.ids), mv(self.langs), mv(self.positions), mv(self.pad_mask), self.name)
-
-
-def _row_groups(paths: list[Path]) -> list[tuple[Path, int, int]]:
-    """(path, row group index, rows) for every non-empty row group, from Parquet footers only."""
-    out = []
-    for p in paths:
-        try:
-            md = pq.ParquetFile(p).metadata
-        except Exception as e:  # pyarrow raises several types for a broken footer
-            raise BadInput(f"not a readable Parquet shard ({e})", path=p) from None
-        for i in range(md.num_row_groups):
-            n = md.row_group(i).num_rows
-            if n:
-                out.append((p, i, n))
-    return out
-
-
-def _partition(groups: list[tuple[Path, int, int]], part: tuple[int, int]) -> tuple[list, tuple[int, int], list[int]]:
-    """Data slot k of K: (its row groups, its share of each group's windows/rows, extra RNG key).
-
-    With at least K row groups, slot k reads only groups k, k+K, ...; with fewer, every slot reads them all and
-    keeps every K-th window of each. K = 1 is the whole stream, with the RNG keys of a run without slots."""
-    k, K = part
-    if K == 1:
-        return groups, (0, 1), []
-    if len(groups) >= K:
-        return groups[k::K], (0, 1), [k, K]
-    return groups, (k, K), [k, K]
-
-
-def _read_list_column(path: Path, rg: int, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(values int64, offsets) of a list<int> column of one row group."""
-    try:
-        table = pq.ParquetFile(path).read_row_group(rg, columns=[column])
-    except KeyError:
-        raise BadInput(f"no '{column}' column (is this an `xlp bpe apply` shard?)", path=path) from None
-    except Exception as e:
-        raise BadInput(f"cannot read row group {rg} ({e})", path=path) from None
-    col = table.column(column).combine_chunks()
-    offsets = np.asarray(col.offsets, dtype=np.int64)
-    values = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return values[offsets[0]:offsets[-1]], offsets - offsets[0]
-
-
-def _check_ids(values: np.ndarray, vocab_size: int, path: Path, rg: int) -> None:
-    if values.size and (values.min() < 0 or values.max() >= vocab_size):
-        bad = int(values.max() if values.max() >= vocab_size else values.min())
-        raise BadInput(f"token id {bad} outside the dictionary (size {vocab_size}): data and dict.txt do not match",
-                       path=path, position=f"row group {rg}")
+from xlp_cli.train.shards import Batch, check_ids, partition, read_list_column, row_groups
 
 
 class MonoStream:
@@ -110,9 +41,9 @@ class MonoStream:
                  shuffle: bool = True, part: tuple[int, int] = (0, 1)):
         self.lang, self.lang_index, self.bptt, self.seed = lang, lang_index, bptt, seed
         self.vocab_size, self.shuffle = vocab_size, shuffle
-        self.groups = _row_groups(paths)
+        self.groups = row_groups(paths)
         self.n_rows = sum(n for _, _, n in self.groups)  # the whole language's (sampling probabilities)
-        self.groups, self.share, self.key = _partition(self.groups, part)
+        self.groups, self.share, self.key = partition(self.groups, part)
         if not self.groups:
             raise BadInput(f"language '{lang}' has no sentences", path=paths[0].parent if paths else lang)
         self.epoch, self.group_pos, self.window_pos = 0, 0, 0
@@ -140,8 +71,8 @@ class MonoStream:
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
         path, rg, _ = self.groups[int(self._group_order()[self.group_pos])]
-        values, offsets = _read_list_column(path, rg, "ids")
-        _check_ids(values, self.vocab_size, path, rg)
+        values, offsets = read_list_column(path, rg, "ids")
+        check_ids(values, self.vocab_size, path, rg)
         stream = np.insert(values, offsets[1:], EOS_INDEX)  # </s> after every sentence
         stream = np.concatenate([np.asarray(self.carry, dtype=np.int64), stream])
         n = len(stream) // self.bptt
@@ -190,16 +121,16 @@ class MonoStream:
 
 
 class RowCursor:
-    """A position (epoch, row group, row) in the rows of some shards (of data slot `part`, `_partition`): per epoch
+    """A position (epoch, row group, row) in the rows of some shards (of data slot `part`, `partition`): per epoch
     the row groups in a seeded order, then the rows of each in the order `row_rng()` draws first (the slot keeping
     its `share`), a pure function of (seed, stream id, epoch, row group)."""
 
     def __init__(self, paths: list[Path], name: str, empty: str, seed: int, stream_id: int,
                  part: tuple[int, int] = (0, 1)):
         self.seed, self.stream_id = seed, stream_id
-        self.groups = _row_groups(paths)
+        self.groups = row_groups(paths)
         self.n_rows = sum(n for _, _, n in self.groups)  # the whole stream's (sampling probabilities)
-        self.groups, self.share, self.key = _partition(self.groups, part)
+        self.groups, self.share, self.key = partition(self.groups, part)
         if not self.groups:
             raise BadInput(empty, path=paths[0].parent if paths else name)
         self.epoch, self.group_pos, self.row_pos = 0, 0, 0
@@ -237,7 +168,7 @@ class PairStream(RowCursor):
         self.pair_index = pair_index
 
     def _sides(self, path: Path, rg: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        return _read_list_column(path, rg, "ids1"), _read_list_column(path, rg, "ids2")
+        return read_list_column(path, rg, "ids1"), read_list_column(path, rg, "ids2")
 
     def _load(self) -> tuple[Any, ...]:
         key = (self.epoch, self.group_pos)
@@ -245,8 +176,8 @@ class PairStream(RowCursor):
             return self._loaded[1:]
         path, rg, n = self.group()
         (v1, o1), (v2, o2) = self._sides(path, rg)
-        _check_ids(v1, self.vocab_size, path, rg)
-        _check_ids(v2, self.vocab_size, path, rg)
+        check_ids(v1, self.vocab_size, path, rg)
+        check_ids(v2, self.vocab_size, path, rg)
         rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
         self._loaded = (key, (v1, o1), (v2, o2), order[self.share[0]::self.share[1]], swap)
@@ -304,7 +235,7 @@ class PretrainData:
     """All training streams of a run plus the per-step choice of objective and language.
 
     Data slots (multi-process and multi-node runs): the global batch of a step is read as `slots` parts; slot k
-    reads only its share of every language's row groups (`_partition`), and a process builds the batches of its
+    reads only its share of every language's row groups (`partition`), and a process builds the batches of its
     own slots only (`local_slots`), never the whole global batch. The language of a micro-batch is drawn once
     for all slots, so a 1-process run with the same `slots` sees exactly the batches of an N-process run."""
 

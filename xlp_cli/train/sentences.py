@@ -22,7 +22,8 @@ import torch
 
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import PAD
-from xlp_cli.train.data import RowCursor, _check_ids, _read_list_column, _row_groups
+from xlp_cli.train.data import RowCursor
+from xlp_cli.train.shards import check_ids, read_list_column, row_groups
 
 
 def collate(seqs: list[np.ndarray]) -> torch.Tensor:
@@ -44,8 +45,8 @@ class SentenceStream(RowCursor):
         if self._loaded is not None and self._loaded[0] == key:
             return self._loaded[1:]
         path, rg, _ = self.group()
-        values, offsets = _read_list_column(path, rg, "ids")
-        _check_ids(values, self.vocab_size, path, rg)
+        values, offsets = read_list_column(path, rg, "ids")
+        check_ids(values, self.vocab_size, path, rg)
         order = self.row_rng().permutation(len(offsets) - 1)
         self._loaded = (key, values, offsets, order)
         return values, offsets, order
@@ -75,9 +76,9 @@ class SentenceStream(RowCursor):
 def first_sentences(paths: list[Path], n: int, vocab_size: int, max_len: int) -> list[np.ndarray]:
     """The first `n` non-empty sentences of some shards, in corpus order (fixed validation sets)."""
     out: list[np.ndarray] = []
-    for path, rg, _ in _row_groups(paths):
-        values, offsets = _read_list_column(path, rg, "ids")
-        _check_ids(values, vocab_size, path, rg)
+    for path, rg, _ in row_groups(paths):
+        values, offsets = read_list_column(path, rg, "ids")
+        check_ids(values, vocab_size, path, rg)
         for r in range(len(offsets) - 1):
             s = values[offsets[r]: offsets[r + 1]][:max_len]
             if len(s):

@@ -122,6 +122,33 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
     return runs
 
 
+def copy_baseline(runs: dict[str, Any], split: str, tokenize: str) -> dict[str, Any]:
+    """The 'copy' pseudo-run: each direction's source sentences given back as the translation, scored against
+    the references of the first run (and seed) that has the direction. Tokenized BLEU needs the source's Moses
+    tokens: they are the `ref_tok` of the reverse direction's row of the same id (multi-way test sets); a
+    direction without its reverse gets detokenized BLEU only."""
+    scores: dict[str, Any] = {}
+    for r in runs.values():
+        for s in r["seeds"]:
+            pred = Path(s["run"]) / "predictions"
+            for d in s["scores"]:
+                if d in scores:
+                    continue
+                rows = read_rows(pred / f"{split}.{d}.jsonl")
+                src, tgt = d.split("-", 1)
+                reverse = pred / f"{split}.{tgt}-{src}.jsonl"
+                src_tok = {x["id"]: x["ref_tok"] for x in read_rows(reverse)} if reverse.is_file() else {}
+                lowercased = s["scores"][d]["signature"].find("case:lc") >= 0
+                copied = [{**x, "hyp": x.get("source", ""), "hyp_tok": src_tok.get(x.get("id"), "")} for x in rows]
+                sc = score_rows(copied, lowercased, tokenize)
+                if not all(x.get("id") in src_tok for x in rows):
+                    sc["tok_bleu"] = math.nan
+                scores[d] = sc
+    zero = set().union(*(r["zero_shot"] for r in runs.values())) if runs else set()
+    return {"folders": [], "seeds": [{"run": "copy", "scores": scores}], "zero_shot": zero, "directions": list(scores),
+            "curves": {}}
+
+
 def _lowercases(folder: Path) -> bool:
     """Whether the run's text pipeline lowercased (its tokenizer/ copy says; results.json may say too)."""
     from xlp_cli.bpe.encoder import saved_tokenizer
@@ -198,6 +225,8 @@ def run(cfg: Any) -> dict[str, Any]:
     split = "valid" if cfg.split == "dev" else cfg.split
     tokenize = getattr(cfg, "bleu_tokenize", "13a")
     runs = collect(cfg.data, cfg.name, split, tokenize)
+    if getattr(cfg, "copy_baseline", False) and "copy" not in runs:
+        runs["copy"] = copy_baseline(runs, split, tokenize)
     keep = set(cfgmod.parse_langs(cfg.lang))
     all_dirs: list[str] = []
     zero: list[str] = []
@@ -243,7 +272,10 @@ def run(cfg: Any) -> dict[str, Any]:
     md += ["## Signatures", ""] + [f"- detokenized: `{s}`" for s in sigs] + [f"- tokenized: `{s}`" for s in tsigs] + [""]
     md += ["## Runs", ""] + [f"- **{n}**: {len(r['seeds'])} seed(s); " + ", ".join(f"`{f}`" for f in r["folders"])
                             + (f"; zero-shot: {', '.join(sorted(r['zero_shot']))}" if r["zero_shot"] else "")
-                            for n, r in runs.items()] + [""]
+                            for n, r in runs.items() if n != "copy" or r["folders"]] + [""]
+    if "copy" in runs and not runs["copy"]["folders"]:
+        md += ["- **copy**: the source sentence given back as the translation (`--copy-baseline`), on the first run's "
+               "test sentences of each direction; tokenized BLEU from the reverse direction's tokenized references.", ""]
     for caption, p in pngs:
         md += [f"## {caption}", "", f"![{caption}]({p.name})", ""]
     artifacts.write_text_atomic(out / "report.md", "\n".join(md))

@@ -99,6 +99,8 @@ class TranslationEvalConfig(EvaluateCommon):
     split: str = opt("test", "xnli/translation: which split's predictions to score.", choices=("test", "dev"))
     bleu_tokenize: str = opt("13a", "translation: sacreBLEU tokenizer for detokenized BLEU (13a, intl, zh, ...).",
                              choices=("13a", "intl", "zh", "ja-mecab", "ko-mecab", "char", "flores101", "flores200", "none"))
+    copy_baseline: bool = opt(True, "translation: add a 'copy' row, the source sentence given back as the translation "
+                                    "(the bar a zero-shot direction must clear: a model that only copies scores it).")
 
 
 @dataclasses.dataclass
