@@ -111,4 +111,7 @@ def test_readme_runs_as_written(tmp_path, shared_data):
     assert (tmp_path / "out" / "lexicon" / "report.md").is_file()
     assert (tmp_path / "out" / "analysis" / "report.md").is_file()
     assert (tmp_path / "out" / "mt-report" / "results.json").is_file()
+    assert (tmp_path / "ft" / "veco-in" / "results.json").is_file() and (tmp_path / "mt" / "veco").is_dir()
+    assert (tmp_path / "out" / "unmt-report" / "results.json").is_file()  # UNMT vs the copy baseline
+    assert "inconclusive at this scale" in (tmp_path / "out" / "claims" / "report.md").read_text(encoding="utf-8")
     assert "no pre-training data" not in r.stderr
