@@ -101,7 +101,7 @@ def test_readme_check_blocks_parse(tmp_path):
 def test_readme_runs_as_written(tmp_path, shared_data):
     """The README's commands, as written, in order, capped only by XLP_README_CAP (see the module doc)."""
     r = subprocess.run(["bash", "-c", script("run", README.read_text(encoding="utf-8"))], cwd=tmp_path,
-                       env=_env(), capture_output=True, text=True, timeout=900)
+                       env=_env(), capture_output=True, text=True, timeout=1800)  # 36 min at load 20
     log = r.stdout[-4000:] + "\n--- stderr ---\n" + r.stderr[-6000:]
     assert r.returncode == 0, log
     assert "Traceback" not in r.stderr, log
