@@ -1,7 +1,7 @@
 """UNMT on CPU: back-translation generation batched vs one sentence at a time, and the training step per encoding.
 
     .venv/bin/python benchmarks/unmt_throughput.py                       # prepares Multi30k halves in a temp dir
-    .venv/bin/python benchmarks/unmt_throughput.py --ids out/unmt_demo/prepare/ids --vocab out/unmt_demo/vocab \
+    .venv/bin/python benchmarks/unmt_throughput.py --ids out/unmt_demo/prepare-ids --vocab out/unmt_demo/vocab \
         --init out/unmt_demo/finetune/vle/seed-1/checkpoints/best --init-encoding vle
 
 1. Generation (what every back-translation step does): greedy translation of --sentences real German sentences
@@ -51,9 +51,9 @@ def prepare(tmp: Path, ks: list[int]) -> tuple[Path, Path]:
                           "--lang", "de,en", "--unpair", "--lowercase", "none", "--valid-fraction", "0",
                           "--test-fraction", "0", "--max-records", "6000", "--bpe-codes", "4000", "--out",
                           str(tmp / "prep")], check=True, capture_output=True)
-    subprocess.run(XLP + ["vocab-score", "--data", str(tmp / "prep" / "ids"), "--k", ",".join(map(str, ks)),
+    subprocess.run(XLP + ["vocab-score", "--data", str(tmp / "prep-ids"), "--k", ",".join(map(str, ks)),
                           "--out", str(tmp / "vocab")], check=True, capture_output=True)
-    return tmp / "prep" / "ids", tmp / "vocab"
+    return tmp / "prep-ids", tmp / "vocab"
 
 
 def random_model(encoding: str, options: dict, ids: Path, vocab: Path, preset: str, langs: list[str]) -> Seq2Seq:

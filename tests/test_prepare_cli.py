@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from conftest import FIXTURES, run_cli
+from xlp_cli import artifacts
 
 FIX = FIXTURES / "prepare"
 EN, FR = FIX / "news.en.txt", FIX / "news.fr.txt"
@@ -229,16 +230,19 @@ def test_bpe_inside_prepare(tmp_path):
         return
     assert r.exit_code == 0, r.stderr
     m = manifest(out)
-    assert m["outputs"]["bpe"] == "bpe" and m["outputs"]["ids"] == "ids"
-    assert (out / "bpe" / "codes").is_file() and (out / "ids" / "manifest.json").is_file()
-    assert json.loads((out / "ids" / "manifest.json").read_text())["stage"] == "bpe-apply"
-    assert list((out / "ids" / "train" / "en").glob("part-*.parquet"))
-    for src in (out / "bpe", out / "bpe" / "codes"):  # reuse a learn folder, or a bare codes file
+    bpe, ids = tmp_path / "p-bpe", tmp_path / "p-ids"  # siblings: every stage folder stands alone
+    assert m["outputs"]["bpe"] == "../p-bpe" and m["outputs"]["ids"] == "../p-ids"
+    assert not (out / "bpe").exists() and not (out / "ids").exists()
+    assert (bpe / "codes").is_file() and (ids / "manifest.json").is_file()
+    assert json.loads((ids / "manifest.json").read_text())["stage"] == "bpe-apply"
+    assert list((ids / "train" / "en").glob("part-*.parquet"))
+    assert artifacts.find_upstream([out], "bpe-apply")[0] == ids.resolve()  # `--data p` still finds the ids
+    for src in (bpe, bpe / "codes"):  # reuse a learn folder, or a bare codes file
         out2 = tmp_path / f"reuse-{src.name}"
         r = prepare(out2, "--source", "text", "--lang", "fr", FR, "--bpe-from", src)
         assert r.exit_code == 0, r.stderr
-        assert manifest(out2)["outputs"]["ids"] == "ids" and "bpe" not in manifest(out2)["outputs"]
-        assert list((out2 / "ids" / "train" / "fr").glob("part-*.parquet"))
+        assert manifest(out2)["outputs"]["ids"] == f"../reuse-{src.name}-ids" and "bpe" not in manifest(out2)["outputs"]
+        assert list((tmp_path / f"reuse-{src.name}-ids" / "train" / "fr").glob("part-*.parquet"))
     r = prepare(tmp_path / "x", "--source", "text", "--lang", "fr", FR, "--bpe-from", tmp_path / "missing")
     assert r.exit_code == 2 and "missing" in error_line(r)
 

@@ -175,4 +175,4 @@ def test_vocab_score_on_ray_counts_as_the_local_engine(ray_address, shared_data,
     m = {e: json.loads((outs[e] / "manifest.json").read_text()) for e in outs}
     del m["ray"]["config"]["out"], m["local"]["config"]["out"]
     assert m["ray"]["config"] == m["local"]["config"] and m["ray"]["counts"] == m["local"]["counts"]
-    assert len(list((tmp_path / "prep" / "ids" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks
+    assert len(list((tmp_path / "prep-ids" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
 
@@ -50,7 +51,8 @@ def test_each_encoding_trains_and_loads(cli, inputs, tmp_path, enc, extra) -> No
     assert summary["steps"] == 6 and summary["best_step"] in (3, 6)
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["stage"] == "pretrain" and manifest["last_step"] == 6
-    assert manifest["upstream"][0]["stage"] == "bpe-apply"
+    assert manifest["upstream"][0]["stage"] == "bpe-apply" and manifest["dictionary_layout"]["first_word_id"] == 14
+    jsonschema.validate(manifest, json.loads((REPO / "docs" / "manifest.schema.json").read_text()))
     assert (run / "dict.txt").read_bytes() == (ids / "dict.txt").read_bytes()
     valid = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"valid"' in x]
     assert {"en", "fr"} <= set(valid[-1]["langs"]) and 0 <= valid[-1]["acc"] <= 1

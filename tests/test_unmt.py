@@ -37,11 +37,11 @@ def m30k(tmp_path_factory, shared_data):
     ok("prepare", "--source", "opus", src / "train.de.gz", src / "train.en.gz", "--lang", "de,en", "--unpair",
        "--lowercase", "none", "--max-records", PAIRS, "--valid-fraction", "0.05", "--test-fraction", "0",
        "--bpe-codes", "600", "--out", tmp / "prep")
-    ok("vocab-score", "--data", tmp / "prep" / "ids", "--k", "20", "--out", tmp / "vocab")
+    ok("vocab-score", "--data", tmp / "prep-ids", "--k", "20", "--out", tmp / "vocab")
     for lang in ("de", "en"):
         with gzip.open(src / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
             (tmp / f"tst.{lang}").write_text("".join(next(f) for _ in range(12)), encoding="utf-8")
-    return {"tmp": tmp, "src": src, "ids": tmp / "prep" / "ids", "vocab": tmp / "vocab",
+    return {"tmp": tmp, "src": src, "ids": tmp / "prep-ids", "vocab": tmp / "vocab",
             "test": [tmp / "tst.de", tmp / "tst.en"]}
 
 

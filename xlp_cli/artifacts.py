@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from xlp_cli import layout
 from xlp_cli.errors import BadInput, WorkFailed, XlpError
 
 MANIFEST = "manifest.json"
@@ -68,6 +69,7 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
         os.close(fd)
         tmp_path = Path(tmp)
+        layout.honour_umask(tmp_path)  # mkstemp makes 0600: shared storage needs the umask's mode
         yield tmp_path
         os.replace(tmp_path, final)
     except Exception as e:
@@ -160,8 +162,12 @@ def config_hash(config: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------- shards
-def write_shard(path: str | Path, table: pa.Table, *, row_group_size: int = 64 * 1024) -> str:
-    """Write `table` as a zstd Parquet shard, atomically. Returns its sha256."""
+def write_shard(path: str | Path, table: pa.Table, *, row_group_size: int = 64 * 1024, stage: str | None = None,
+                **meta: Any) -> str:
+    """Write `table` as a zstd Parquet shard, atomically (with `stage`: the key-value metadata of layout.py, `meta`
+    added). Returns its sha256."""
+    if stage is not None:
+        table = table.replace_schema_metadata(layout.shard_metadata(stage, table.column_names, **meta))
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression=PARQUET_COMPRESSION, row_group_size=row_group_size)
     return sha256_file(path)
@@ -222,6 +228,7 @@ def now_iso() -> str:
 
 def new_manifest(stage: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
     m: dict[str, Any] = {
+        "format_version": layout.FORMAT_VERSION,
         "stage": stage,
         "config": config,
         "config_hash": config_hash(config),
@@ -258,6 +265,7 @@ def read_manifest(folder: str | Path, *, stage: str | None = None) -> dict[str, 
         raise BadInput(f"manifest is a JSON {type(m).__name__}, not an object", path=path)
     if "stage" not in m:
         raise BadInput("manifest has no 'stage' field", path=path)
+    layout.check_format(m, path)
     for key, kind in (("config", dict), ("outputs", dict), ("upstream", list), ("counts", dict)):
         if m.get(key) is not None and not isinstance(m[key], kind):
             raise BadInput(f"manifest field '{key}' is not a JSON {'object' if kind is dict else 'list'}", path=path)
@@ -298,9 +306,9 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
                 verify_shards(d, m)
             return d, m
         outputs = m.get("outputs") if isinstance(m.get("outputs"), dict) else {}
-        for key in ("ids", "bpe"):  # `xlp prepare --bpe-codes/--bpe-from` keeps these stage folders inside its own
+        for key in ("ids", "bpe"):  # the stage folders `xlp prepare --bpe-codes/--bpe-from` wrote (siblings)
             if isinstance(outputs.get(key), str):
-                todo.append(inside(d, outputs[key], f"outputs.{key}", d / MANIFEST))
+                todo.append(layout.linked_folder(d, outputs[key], f"outputs.{key}", d / MANIFEST))
         ups = m.get("upstream") or []
         for up in ups if isinstance(ups, list) else [ups]:
             path = up.get("path") if isinstance(up, dict) else up

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from xlp_cli import artifacts, outdir, ui
+from xlp_cli import artifacts, layout, outdir, ui
 from xlp_cli.bpe import corpus
 from xlp_cli.bpe.codes import BpeCodec, check_vocab_matches_codes, learn_merges, read_codes, read_vocab, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -89,7 +89,7 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     }
     manifest = artifacts.new_manifest(
         LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(prep, prep_m)],
-        warnings=warnings, summary=summary, complete=True,
+        warnings=warnings, summary=summary, complete=True, dictionary_layout=layout.dictionary_layout(),
         outputs={f: {"sha256": artifacts.sha256_file(out / f)} for f in files},
         counts={"dictionary": len(dico), "skipped_dictionary_lines": dico.skipped},
         text_config={k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS},
@@ -219,7 +219,8 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
                     u = 0
                 else:
                     table, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows)
-                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows, artifacts.write_shard(dest, table))
+                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows, artifacts.write_shard(
+                        dest, table, stage=APPLY_STAGE, **layout.partition_of(rel)))
                 counts.setdefault(f.split, {}).setdefault(f.name, 0)
                 counts[f.split][f.name] += table.num_rows
                 tokens.setdefault(f.split, {}).setdefault(f.name, 0)
@@ -236,7 +237,7 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     manifest = artifacts.new_manifest(
         APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=artifacts.sha256_file(out / "dict.txt"),
         counts=counts, tokens=tokens, outputs={"shards": shards_out}, summary=summary, complete=True,
-        upstream=[_upstream(prep, prep_m)] + ups, text_config=prep_text,
+        upstream=[_upstream(prep, prep_m)] + ups, text_config=prep_text, dictionary_layout=layout.dictionary_layout(),
     )
     artifacts.write_manifest(out, manifest)
     return summary

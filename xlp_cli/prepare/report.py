@@ -9,7 +9,7 @@ from rich.progress import ProgressColumn
 from rich.table import Table
 from rich.text import Text
 
-from xlp_cli import ui
+from xlp_cli import layout, ui
 from xlp_cli.prepare.finalize import SPLITS
 
 
@@ -58,9 +58,14 @@ def summary(manifest: dict[str, Any], out: Path, seconds: float) -> dict[str, An
         "seconds": round(seconds, 2),
         "docs_per_s": round(rec.get("read", 0) / seconds, 1) if seconds > 0 else 0.0,
         "mb_per_s": round(rec.get("bytes", 0) / 1e6 / seconds, 2) if seconds > 0 else 0.0,
-        "bpe": manifest.get("outputs", {}).get("bpe"),
-        "ids": manifest.get("outputs", {}).get("ids"),
+        **{k: _linked(out, manifest, k) for k in ("bpe", "ids")},
     }
+
+
+def _linked(out: Path, manifest: dict[str, Any], key: str) -> str | None:
+    """The path of the sibling (or, xlp 0.1, child) stage folder prepare wrote, as a user types it."""
+    rel = manifest.get("outputs", {}).get(key)
+    return str(layout.linked_folder(out, rel, key, out)) if isinstance(rel, str) and rel else None
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -15,7 +15,8 @@ How the work is cut, run and resumed (docs/prepare.md, "Engines and splits" and 
 - A rerun keeps the finished chunks (a finished split is not read again, an unfinished one resumes after
   its last chunk), feeds them to the finalizer again from the start, so it makes exactly the same decisions,
   and checks and keeps the shards already on disk. Then the manifest (last), then `.work` is removed.
-With --bpe-codes/--bpe-from the `xlp bpe learn`/`apply` stages run on the result into OUT/bpe and OUT/ids.
+With --bpe-codes/--bpe-from the `xlp bpe learn`/`apply` stages run on the result into the sibling folders OUT-bpe
+and OUT-ids (each stage folder stands alone, so glob readers see one table; xlp 0.1 wrote OUT/bpe and OUT/ids).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from xlp_cli import artifacts, outdir, ui
+from xlp_cli import artifacts, layout, outdir, ui
 from xlp_cli.config import keys_where, to_dict
 from xlp_cli.errors import BadInput, WorkFailed
 from xlp_cli.prepare import workdir
@@ -263,18 +264,19 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[
         raise WorkFailed(f"BPE inside prepare is not available: the bpe stage is missing ({e}); "
                          "run `xlp bpe learn` / `xlp bpe apply` on this folder instead") from None
     data = [out]
-    apply_kwargs: dict[str, Any] = {}
+    apply_kwargs: dict[str, Any] = {"force": cfg.force}
+    bpe_dir, ids_dir = layout.sibling(out, "bpe"), layout.sibling(out, "ids")  # siblings: each stands alone
     if cfg.bpe_codes:
-        bpe_run.learn(BpeLearnConfig(data=[out], out=out / "bpe", codes=cfg.bpe_codes, parallel=True))
-        data.append(out / "bpe")
-        manifest.setdefault("outputs", {})["bpe"] = "bpe"
+        bpe_run.learn(BpeLearnConfig(data=[out], out=bpe_dir, codes=cfg.bpe_codes, parallel=True, force=cfg.force))
+        data.append(bpe_dir)
+        manifest.setdefault("outputs", {})["bpe"] = f"../{bpe_dir.name}"
     else:
         src = Path(cfg.bpe_from)  # type: ignore[arg-type]
         if src.is_dir():
             data.append(src)
         else:
             apply_kwargs["codes"] = src
-    bpe_run.apply(BpeApplyConfig(data=data, out=out / "ids", **apply_kwargs))
-    manifest.setdefault("outputs", {})["ids"] = "ids"
+    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs))
+    manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
     artifacts.write_manifest(out, manifest)
     return manifest

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, layout
 from xlp_cli.errors import WorkFailed
 
 MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", pa.string()),
@@ -33,7 +33,9 @@ class GroupWriter:
     def __init__(self, out: Path, split: str, group: str, pair: bool, shard_size: int):
         self.out = out
         self.folder = out / split / group
-        self.schema = PAIR_SCHEMA if pair else MONO_SCHEMA
+        schema = PAIR_SCHEMA if pair else MONO_SCHEMA
+        self.schema = schema.with_metadata(layout.shard_metadata("prepare", schema.names, split=split,
+                                                                 **{"pair" if pair else "lang": group}))
         self.shard_size = shard_size
         self.index = 0
         self.rows_in_shard = 0  # rows given to the current shard (written or pending)
@@ -85,6 +87,7 @@ class GroupWriter:
                 fd, tmp = tempfile.mkstemp(prefix=f".{self._path().name}.", suffix=".tmp", dir=self.folder)
                 os.close(fd)
                 self.tmp = Path(tmp)
+                layout.honour_umask(self.tmp)
                 self.writer = pq.ParquetWriter(self.tmp, self.schema, compression=artifacts.PARQUET_COMPRESSION)
         if self.writer is not None:
             self.writer.write_table(head.combine_chunks(), row_group_size=ROW_GROUP)

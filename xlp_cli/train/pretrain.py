@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, outdir, ui
+from xlp_cli import artifacts, config as cfgmod, layout, outdir, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
@@ -54,7 +54,8 @@ def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params
         manifests["vocab-score"] = {k: v for k, v in inp.vocab_manifest.items() if k != "outputs"}
     m = artifacts.new_manifest(STAGE, cfgmod.to_dict(cfg), upstream=inp.upstream(), upstream_manifests=manifests,
                                langs=inp.langs, model=mcfg.to_dict(), parameters=n_params,
-                               dictionary_sha256=inp.dict_sha, last_step=progress["step"],
+                               dictionary_sha256=inp.dict_sha, dictionary_layout=layout.dictionary_layout(),
+                               last_step=progress["step"],
                                best_step=progress.get("best_step"), done=progress["step"] >= cfg.max_steps)
     artifacts.write_manifest(cfg.out, m)
 

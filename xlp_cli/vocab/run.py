@@ -128,7 +128,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
         "m": pa.array(np.concatenate([ranks[l].m for l in langs]).astype(np.float64)),
         "rank": pa.array(np.concatenate([np.arange(1, len(ranks[l].ids) + 1) for l in langs]).astype(np.int32)),
     })
-    sha = artifacts.write_shard(out / "vocab_scores.parquet", table)
+    sha = artifacts.write_shard(out / "vocab_scores.parquet", table, stage="vocab-score")
     artifacts.write_json_atomic(out / "vle_vocab.json", vle)
 
     top = {l: [dico.words[i] for i in ranks[l].ids[: cfg.show]] for l in langs}
