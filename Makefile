@@ -11,7 +11,7 @@ export XLP_DATA_DIR
 
 .PHONY: setup demo test test-fast test-reliability bench clean
 
-$(VENV)/.installed: pyproject.toml setup.py xlp_cli/bpe/_learnbpe.cpp
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard xlp_cli/bpe/*.cpp xlp_cli/bpe/csrc/* xlp_cli/text/csrc/*.cpp xlp_cli/text/csrc/*.h xlp_cli/text/csrc/*.inc)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# fastBPE 0.1.0 needs Cython and a recent setuptools in the *same* env, without build isolation.

@@ -40,9 +40,8 @@ def _rates(tokenize: str, lowercase: str, ref: str) -> dict[str, tuple[int, int]
 
 def test_xlm_tokenizer_mode_reproduces_tokenize_sh():
     rates = _rates("xlm", "none", "moses")
-    # token-identical everywhere; th differs in bytes only: segment_th.py keeps whitespace tokens ("   ")
-    assert all(tok == 300 for _, tok in rates.values()), rates
-    assert {lang: b for lang, (b, _) in rates.items() if b != 300} == {"th": 228}
+    # byte-identical everywhere, th included: XLM mode keeps segment_th.py's whitespace tokens ("   ")
+    assert rates == {lang: (300, 300) for lang in LANGS}
 
 
 def test_moses_default_mode_rates():
@@ -54,10 +53,9 @@ def test_moses_default_mode_rates():
 
 def test_full_chain_xlm_modes_reproduce_xlm_txt():
     rates = _rates("xlm", "xlm", "xlm")
-    assert all(tok == 300 for _, tok in rates.values()), rates
-    # bytes differ only where the contract's single spaces replace XLM's "   " (th) and the double spaces
-    # that deleting a separated virama leaves (hi)
-    assert {lang: b for lang, (b, _) in rates.items() if b != 300} == {"th": 228, "hi": 45}
+    # byte-identical everywhere: XLM mode keeps th's "   " and the double spaces that deleting a separated
+    # virama leaves in hi
+    assert rates == {lang: (300, 300) for lang in LANGS}
 
 
 def test_xlm_case_is_byte_identical_to_lowercase_and_remove_accent():

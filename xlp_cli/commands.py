@@ -182,7 +182,8 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
         raise typer.Exit(e.exit_code)
     except KeyboardInterrupt:  # `cli.main` says so (also for a Ctrl-C while Typer parses the flags)
         raise typer.Exit(130)
-    except (typer.Exit, _CLICK_ERROR, *_ABORTS):  # the flag parser's own: XlpGroup reports them
+    except (typer.Exit, typer.Abort, typer.TyperException, _CLICK_ERROR, *_ABORTS):  # the flag parser's own: XlpGroup
+        # reports its usage errors (typer's vendored click)
         raise
     except MemoryError:
         typer.echo("xlp: error: out of memory; lower the batch size or the number of workers", err=True)

@@ -1,27 +1,22 @@
-"""fastBPE-format BPE: learn merge codes (native extension), read/check/write codes and vocab, apply.
+"""fastBPE-format BPE: learn merge codes, write codes and vocab, apply (native extensions; they read and check the files).
 
 Formats (those of fastBPE, https://github.com/glample/fastBPE):
 - codes: one merge per line, `left right count`; the last symbol of a word carries `</w>`.
 - vocab: one subword per line, `token count`, most frequent first (ties: byte order); a token that
   continues into the next one ends in `@@`.
 
-Learning runs in `_learnbpe` (C++, built by `pip install -e .`); applying runs through fastBPE's own
-Python API, once per unique word (the binary's behaviour, without re-encoding every occurrence).
+Learning runs in `_learnbpe` and applying in `_applybpe` (C++, built by `pip install -e .`), once per unique
+word (the binary's behaviour, without re-encoding every occurrence); fastBPE's Python module is not used.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable
 
 from xlp_cli.errors import BadInput, WorkFailed
-
-END_WORD = "</w>"
-CONTINUE = "@@"
 
 
 @dataclass(frozen=True)
@@ -72,110 +67,21 @@ def write_vocab(path: Path, entries: list[tuple[str, int]]) -> None:
             f.write(f"{tok} {c}\n")
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    if not Path(path).is_file():
-        raise BadInput("no such file", path=path)
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise BadInput(f"not UTF-8 ({e.reason} at byte {e.start})", path=path, position=i) from None
-            yield i, line[:-1] if line.endswith("\n") else line
-
-
-def read_codes(path: Path) -> list[Merge]:
-    """Read and check a fastBPE codes file: `left right count` per line, no repeated merge."""
-    merges: list[Merge] = []
-    seen: set[tuple[str, str]] = set()
-    merged: set[str] = set()
-    for i, line in _lines(path):
-        parts = line.split(" ")
-        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
-            raise BadInput(f"not a fastBPE codes line ('left right count'): {line[:60]!r}", path=path, position=i)
-        left, right = parts[0], parts[1]
-        if (left, right) in seen:
-            raise BadInput(f"merge {left!r} {right!r} appears twice", path=path, position=i)
-        if left + right in merged:
-            raise BadInput(f"two merges produce the same symbol {left + right!r} (fastBPE refuses this)", path=path, position=i)
-        seen.add((left, right))
-        merged.add(left + right)
-        merges.append(Merge(left, right, int(parts[2])))
-    if not merges:
-        raise BadInput("empty codes file", path=path)
-    return merges
-
-
-def read_vocab(path: Path) -> list[tuple[str, int]]:
-    """Read and check a fastBPE vocab file: `token count` per line (split on one space), no repeats."""
-    entries: list[tuple[str, int]] = []
-    seen: set[str] = set()
-    for i, line in _lines(path):
-        parts = line.split(" ")
-        if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
-            raise BadInput(f"not a vocab line ('token count'): {line[:60]!r}", path=path, position=i)
-        if parts[0] in seen:
-            raise BadInput(f"token {parts[0]!r} appears twice", path=path, position=i)
-        seen.add(parts[0])
-        entries.append((parts[0], int(parts[1])))
-    if not entries:
-        raise BadInput("empty vocab file", path=path)
-    return entries
-
-
-def _is_char(s: str) -> bool:
-    return len(s) == 1
-
-
-def check_vocab_matches_codes(merges: list[Merge], vocab: list[tuple[str, int]], vocab_path: Path) -> None:
-    """Every vocab token must be something the codes can produce: a single character or a merge result
-    (`x@@` for a word-inner piece, `x` standing for `x</w>` at a word end). Else the two files do not belong together."""
-    produced = {m.left + m.right for m in merges}
-    for i, (tok, _) in enumerate(vocab, 1):
-        if tok.endswith(CONTINUE) and len(tok) > len(CONTINUE):
-            base = tok[: -len(CONTINUE)]
-            ok = _is_char(base) or base in produced
-        else:
-            ok = _is_char(tok) or tok + END_WORD in produced
-        if not ok:
-            raise BadInput(f"token {tok!r} cannot be produced by the codes: the vocab does not match the codes file",
-                           path=vocab_path, position=i)
-
-
 # ---------------------------------------------------------------- applying
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """fastBPE prints 'Loading codes ...' from C++ on fd 2; keep the terminal clean."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # pragma: no cover
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 class BpeCodec:
     """Apply fastBPE codes (and optionally restrict to a vocab) exactly like `fast applybpe`.
 
-    Files are checked first (fastBPE itself aborts the process on a malformed file)."""
+    The native loader checks both files (UTF-8, line format, repeated merges or tokens, vocab tokens the codes
+    cannot produce: docs/bpe.md), naming the bad line; fastBPE itself aborts the process on a malformed file.
+    `check` is kept for callers; the files are always checked."""
 
     def __init__(self, codes_path: Path, vocab_path: Path | None = None, *, check: bool = True):
-        import fastBPE
+        from xlp_cli.bpe.filter import load_applier
 
         self.codes_path = Path(codes_path)
         self.vocab_path = Path(vocab_path) if vocab_path else None
-        if check:
-            merges = read_codes(self.codes_path)
-            if self.vocab_path is not None:
-                check_vocab_matches_codes(merges, read_vocab(self.vocab_path), self.vocab_path)
-        with _quiet_stderr():
-            self._bpe = fastBPE.fastBPE(str(self.codes_path), str(self.vocab_path) if self.vocab_path else "")
+        self._bpe = load_applier(self.codes_path, self.vocab_path)
+        self._ids_for: list[str] | None = None  # the token list given to the applier for encode_arrow
         self._cache: dict[str, str] = {}
         self._tables: dict[int, object] = {}
         self.max_cache = 2_000_000
@@ -189,18 +95,41 @@ class BpeCodec:
             self._cache.clear()
             todo = list(needed)
         if todo:
-            self._cache.update(zip(todo, self._bpe.apply(todo)))
+            self._cache.update(zip(todo, self._segment(todo)))
         return self._cache
+
+    def _segment(self, words: list[str]) -> list[str]:
+        return [b.decode("utf-8", "surrogateescape")
+                for b in self._bpe.apply_words([w.encode("utf-8", "surrogateescape") for w in words])]
 
     def apply_lines(self, lines: list[str]) -> list[str]:
         """Byte-identical to `fast applybpe` on these lines: words are split on ' ' only, spaces kept as they are."""
         return self.encode_lines(lines)[0]
 
+    def encode_arrow(self, lines: list[str], words: list[str], unk: int = 3, threads: int = 1) -> tuple[Any, Any]:
+        """(Arrow string array of subword lines, Arrow list<int32> array of ids) for `lines`; `words[i]` is the
+        token of id i. All natively: splitting, segmenting new words, the ids of their pieces (split like
+        str.split(), as XLM's binarization does), and the arrays' buffers; no Python object per line."""
+        import pyarrow as pa
+
+        if self._ids_for is not words:
+            self._bpe.set_ids("\n".join(words).encode("utf-8", "surrogateescape"))
+            self._ids_for = words
+        data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+        if data.count(b"\n") != len(lines):
+            raise BadInput("a text line contains a newline character; prepared text holds one sentence per record")
+        text, text_off, ids, id_off = self._bpe.encode_lines(data, threads, unk)
+        n = len(lines)
+        sub = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(text_off), pa.py_buffer(text)])
+        values = pa.Array.from_buffers(pa.int32(), len(ids) // 4, [None, pa.py_buffer(ids)])
+        offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(id_off)])
+        return sub, pa.ListArray.from_arrays(offsets, values)
+
     def encode_lines(self, lines: list[str], index: dict[str, int] | None = None, unk: int = 3):
         """(subword lines, flat int32 ids, int32 offsets per line) -- ids only with a dictionary `index`.
 
         Splitting, de-duplication and mapping back run natively (`_learnbpe.WordTable`); each distinct word is
-        segmented once by fastBPE's API and remembered (up to `max_cache` words) across calls."""
+        segmented once by the native applier and remembered (up to `max_cache` words) across calls."""
         import numpy as np
 
         from xlp_cli.bpe._learnbpe import WordTable
@@ -217,8 +146,7 @@ class BpeCodec:
             table.clear()
             new = table.unique(data)
         if new:
-            words = [w.decode("utf-8") for w in new]
-            subs = self._bpe.apply(words)
+            subs = [b.decode("utf-8") for b in self._bpe.apply_words(new)]
             if index is not None:
                 get = index.get
                 # XLM's binarization splits subword lines with str.split() (any Unicode space), so do we

@@ -47,6 +47,9 @@ class BpeLearnConfig:
 
 @dataclass
 class BpeApplyConfig:
+    inputs: list[str] = opt(factory=list, argument=True,
+                            help="Filter mode (no --data): INPUT [OUTPUT] text files, '-' or none for stdin / stdout; "
+                                 "writes what `fast applybpe OUTPUT INPUT CODES [VOCAB]` writes.")
     data: list[Path] = opt(factory=list, help="Output of `xlp prepare` and of `xlp bpe learn` (or give --codes).")
     out: Path = opt(Path("ids"), help="Output folder: token-id shards, dict.txt, manifest.json.")
     lang: list[str] = opt(factory=list, help="Languages to apply to (comma list); default: all.")
@@ -57,11 +60,31 @@ class BpeApplyConfig:
     max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
     min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
     batch_rows: int = opt(16384, help="Rows per batch while applying.", volatile=True)
+    workers: int = opt(2, help="Filter mode: threads that segment new words (the output does not depend on it).",
+                       volatile=True)
+    on_error: str = opt("raise", help="Filter mode: a bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) "
+                        "or skip (write an empty line, count it).", choices=("raise", "skip"))
+    max_line_bytes: int = opt(100_000, help="Filter mode: longest line accepted, in bytes (0: no limit).")
     force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
+    # keys of the filter mode alone: not part of an ids folder's config
+    FILTER_KEYS = ("inputs", "workers", "on_error", "max_line_bytes")
+
+    @property
+    def filter_mode(self) -> bool:
+        return not self.data
+
     def validate(self) -> None:
-        if not self.data:
-            raise BadInput("--data is required: the output folder of `xlp prepare`", path="--data")
+        if self.filter_mode:
+            if self.codes is None:
+                raise BadInput("give --data (prepared shards to turn into ids) or --codes (to filter text: "
+                               "`xlp bpe apply --codes C --vocab V INPUT OUTPUT`)", path="--data")
+            if self.spm_model is not None or self.max_vocab or self.min_count:
+                raise BadInput("--spm-model, --max-vocab and --min-count need --data (they shape token ids)")
+            if self.workers < 1 or self.max_line_bytes < 0:
+                raise BadInput("--workers must be at least 1 and --max-line-bytes >= 0")
+        elif self.inputs:
+            raise BadInput("give --data (prepared shards) or INPUT [OUTPUT] text files, not both")
         if self.vocab is not None and self.codes is None:
             raise BadInput("--vocab needs --codes", path="--vocab")
         if self.codes is not None and self.spm_model is not None:

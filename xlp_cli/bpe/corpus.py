@@ -89,6 +89,21 @@ def language_sources(root: Path, split: str, langs: list[str], parallel: bool, c
     return src
 
 
+def merged_sources(roots: list[Path], split: str, langs: list[str], parallel: bool, column: str) -> dict[str, list[tuple[Path, str]]]:
+    """`language_sources` over several prepared folders: a language's shards from all of them, in --data order."""
+    if len(roots) == 1:
+        return language_sources(roots[0], split, langs, parallel, column)
+    src: dict[str, list[tuple[Path, str]]] = {}
+    for root in roots:
+        for lang, shards in language_sources(root, split, [], parallel, column).items():
+            if not langs or lang in langs:
+                src.setdefault(lang, []).extend(shards)
+    missing = [l for l in langs if l not in src]
+    if missing:
+        raise BadInput(f"no {split} data for language(s) {', '.join(missing)} in any --data folder", path=Path(roots[0]) / split)
+    return src
+
+
 def sampling_plan(n: dict[str, int], alpha: float, total: int) -> dict[str, dict[str, float | int]]:
     """q_l and target sentences t_l per language (see module doc)."""
     langs = sorted(n)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -48,11 +48,15 @@ class Dictionary:
         index = {w: i for i, w in enumerate(words)}
         skipped = 0
         for tok, c in entries:
-            parts = f"{tok} {c}".rstrip().split()  # XLM reads `line.rstrip().split()`
-            if "\u2028" in tok or len(parts) != 2 or parts[0] in index:
+            if not (tok and " " not in tok and tok.isprintable()):  # a token with no whitespace splits as is
+                parts = f"{tok} {c}".rstrip().split()  # XLM reads `line.rstrip().split()`
+                if "\u2028" in tok or len(parts) != 2:
+                    skipped += 1
+                    continue
+                tok = parts[0]
+            if tok in index:
                 skipped += 1  # XLM skips these lines ("already in vocab" for a repeat); they take no id
                 continue
-            tok = parts[0]
             index[tok] = len(words)
             words.append(tok)
             counts.append(int(c))
@@ -72,21 +76,7 @@ class Dictionary:
         path = Path(path)
         if not path.is_file():
             raise BadInput("no such dictionary file", path=path)
-        entries: list[tuple[str, int]] = []
-        with open(path, "rb") as f:
-            for i, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8").rstrip("\n")
-                except UnicodeDecodeError as e:
-                    raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=i) from None
-                parts = line.rstrip().split()
-                if "\u2028" in line or len(parts) != 2:
-                    entries.append(("\u2028", 0))  # counted as skipped, like XLM
-                    continue
-                if not parts[1].isdigit():
-                    raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
-                entries.append((line.rstrip().rsplit(None, 1)[0], int(parts[1])))
-        return cls.from_counts(entries, max_vocab=max_vocab, min_count=min_count, where=str(path))
+        return cls.from_counts(_entries(path), max_vocab=max_vocab, min_count=min_count, where=str(path))
 
     def write(self, path: Path) -> None:
         """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
@@ -104,3 +94,24 @@ class Dictionary:
 
     def is_special(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(ids) < N_SPECIALS
+
+
+def _entries(path: Path) -> Iterator[tuple[str, int]]:
+    """(token, count) per line of a vocab file, ("\u2028", 0) for a line XLM skips; lines are read lazily."""
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\n")
+            except UnicodeDecodeError as e:
+                raise BadInput(f"not UTF-8 ({e.reason})", path=path, position=i) from None
+            tok, sep, count = line.partition(" ")
+            if sep and tok and count.isdigit() and count.isascii() and tok.isprintable():
+                yield tok, int(count)  # the common case, `token count`: no re-splitting
+                continue
+            parts = line.rstrip().split()
+            if "\u2028" in line or len(parts) != 2:
+                yield "\u2028", 0  # counted as skipped, like XLM
+                continue
+            if not parts[1].isdigit():
+                raise BadInput(f"count is not a number: {line[:60]!r}", path=path, position=i)
+            yield line.rstrip().rsplit(None, 1)[0], int(parts[1])

@@ -7,16 +7,21 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 
 from __future__ import annotations
 
+import ctypes
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, layout, outdir, ui
+from xlp_cli import artifacts, datadirs, layout, outdir, ui
 from xlp_cli.bpe import corpus
-from xlp_cli.bpe.codes import BpeCodec, check_vocab_matches_codes, learn_merges, read_codes, read_vocab, subword_counts, write_codes, write_vocab
+from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
@@ -29,13 +34,27 @@ APPLY_STAGE = "bpe-apply"
 TEXT_KEYS = ("clean", "lowercase", "case", "tokenize", "tokenizer", "normalize", "accents", "remove_accents", "segmenter")
 
 
-def _prepare(data: list[Path]) -> tuple[Path, dict[str, Any]]:
-    found = artifacts.find_upstream(data, "prepare")
-    if found is None:
+def _prepares(data: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """The `xlp prepare` outputs to read: every --data folder that is one (merged), else the one upstream of
+    --data. Their text settings must agree (codes learned on one kind of `text` do not fit another)."""
+    given = datadirs.given_outputs(data, "prepare")
+    found = [artifacts.find_upstream([d], "prepare") for d in given] or [artifacts.find_upstream(data, "prepare")]
+    if found[0] is None:
         for d in data:
             artifacts.read_manifest(d)  # a missing folder / manifest gets its own precise message
         raise BadInput("no `xlp prepare` output among --data (nor upstream of it)", path=data[0])
-    return found
+    preps = [f for f in found if f is not None]
+    first = _text_config(preps[0][1])
+    for path, m in preps[1:]:
+        clash = sorted(k for k in set(first) | set(_text_config(m)) if first.get(k) != _text_config(m).get(k))
+        if clash:
+            raise BadInput(f"prepared with other text settings than {preps[0][0]} ({', '.join(clash)}); "
+                           "folders merged by --data must share them", path=path)
+    return preps
+
+
+def _text_config(prep_m: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
 
 
 def _upstream(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -55,13 +74,14 @@ TOKENIZER_FILES = {"codes": "codes", "vocab": "vocab", "model": "spm.model"}  # 
 @outdir.scoped
 def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     t0 = time.time()
-    prep, prep_m = _prepare(cfg.data)
+    preps = _prepares(cfg.data)
+    prep, prep_m = preps[0]
     config = to_dict(cfg)
     config.pop("force")
     out = Path(cfg.out)
     # check the input before touching --out, so that bad input leaves nothing behind
     column = "raw" if cfg.tokenizer == "sentencepiece" else "text"
-    sources = corpus.language_sources(prep, cfg.split, cfg.lang, cfg.parallel, column)
+    sources = corpus.merged_sources([p for p, _ in preps], cfg.split, cfg.lang, cfg.parallel, column)
     n = {lang: corpus.rows([s for s, _ in shards]) for lang, shards in sources.items()}
     empty = [l for l, k in n.items() if k == 0]
     if empty:
@@ -88,11 +108,11 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
         "merges": n_merges, "dictionary_size": len(dico), "seconds": round(time.time() - t0, 2),
     }
     manifest = artifacts.new_manifest(
-        LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(prep, prep_m)],
+        LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(p, m) for p, m in preps],
         warnings=warnings, summary=summary, complete=True, dictionary_layout=layout.dictionary_layout(),
         outputs={f: {"sha256": artifacts.sha256_file(out / f)} for f in files},
         counts={"dictionary": len(dico), "skipped_dictionary_lines": dico.skipped},
-        text_config={k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS},
+        text_config=_text_config(prep_m),
     )
     artifacts.write_manifest(out, manifest)
     return summary
@@ -145,22 +165,22 @@ def _learn_spm(cfg, sources, plan, out: Path):
 def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
     """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
     if cfg.codes is not None:
-        merges = read_codes(cfg.codes)
+        if not Path(cfg.codes).is_file():
+            raise BadInput("no such codes file", path=cfg.codes)
         if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
             sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
             if sibling != Path(cfg.codes) and sibling.is_file():
                 cfg.vocab = sibling
-        info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
-                                "codes_sha256": artifacts.sha256_file(cfg.codes)}
-        if cfg.vocab is not None:
-            vocab = read_vocab(cfg.vocab)
-            check_vocab_matches_codes(merges, vocab, cfg.vocab)
-            info.update(vocab=str(Path(cfg.vocab).resolve()), vocab_sha256=artifacts.sha256_file(cfg.vocab))
-            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
-        else:
+        if cfg.vocab is None:
             raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
                            path=cfg.codes)
-        return Tokenizer("fastbpe", dico, BpeCodec(cfg.codes, cfg.vocab, check=False)), info, [], {}
+        with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
+            codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
+            info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
+                                    "codes_sha256": artifacts.sha256_file(cfg.codes),
+                                    "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": artifacts.sha256_file(cfg.vocab)}
+            dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
+            return Tokenizer("fastbpe", dico, codec.result()), info, [], {}
     if cfg.spm_model is not None:
         raise BadInput("--spm-model alone has no dictionary; use the output folder of `xlp bpe learn --tokenizer sentencepiece`",
                        path=cfg.spm_model)
@@ -178,22 +198,32 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
 
 @outdir.scoped
 def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
+    if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
+        from xlp_cli.bpe.filter import apply_filter
+
+        return apply_filter(cfg)
     t0 = time.time()
-    prep, prep_m = _prepare(cfg.data)
+    _release_memory()  # (inside `xlp prepare`: what the prepare step freed)
+    pa.set_memory_pool(pa.system_memory_pool())  # malloc gives back what the batches free; mimalloc keeps it
+    preps = _prepares(cfg.data)
+    prep, prep_m = preps[0]
     config = to_dict(cfg)
-    config.pop("force")
+    for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
+        config.pop(key.replace("_", "-"))
     out = Path(cfg.out)
     tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
-    prep_text = {k: v for k, v in (prep_m.get("config") or {}).items() if k.replace("-", "_") in TEXT_KEYS}
+    prep_text = _text_config(prep_m)
     clash = sorted(k for k in set(prep_text) & set(learned_text) if prep_text[k] != learned_text[k])
     if clash:
         raise BadInput(f"the BPE was learned on text prepared with other settings ({', '.join(clash)}): "
                        "shards of another tokenizer", path=prep)
-    folders = [f for f in corpus.list_folders(prep, cfg.split or None)
-               if not cfg.lang or all(l in cfg.lang for l in f.langs)]
+    # several prepare inputs: the k-th one's shards are named part-in<k>-* (k >= 1), so none overwrites another
+    folders = [(f, "" if k == 0 else f"in{k}-") for k, (p, _) in enumerate(preps)
+               for f in corpus.list_folders(p, cfg.split or None)]
+    folders = [(f, tag) for f, tag in folders if not cfg.lang or all(l in cfg.lang for l in f.langs)]
     if not folders:
         raise BadInput("no shards to apply to (check --split/--lang)", path=prep)
-    missing = [l for l in cfg.lang if not any(l in f.langs for f in folders)]
+    missing = [l for l in cfg.lang if not any(l in f.langs for f, _ in folders)]
     if missing:
         raise BadInput(f"no data for language(s) {', '.join(missing)}", path=prep)
     previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force, owns=APPLY_OWNS)
@@ -207,22 +237,23 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     tokens: dict[str, dict[str, int]] = {}
     unks = 0
     with ui.progress() as bar:
-        task = bar.add_task("bpe apply", total=sum(len(f.shards) for f in folders))
-        for f in folders:
+        task = bar.add_task("bpe apply", total=sum(len(f.shards) for f, _ in folders))
+        for f, tag in folders:
             for shard in f.shards:
-                rel = Path(f.split) / f.name / shard.name
+                rel = Path(f.split) / f.name / shard.name.replace("part-", "part-" + tag, 1)
                 dest = out / rel
                 if dest.is_file():  # resume: this config already wrote it completely
                     table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
                     shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows)
                     n_tok = sum(len(c.combine_chunks().values) for c in table.columns)
                     u = 0
+                    n_rows = table.num_rows
                 else:
-                    table, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows)
-                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows, artifacts.write_shard(
-                        dest, table, stage=APPLY_STAGE, **layout.partition_of(rel)))
+                    sha, n_rows, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows, dest,
+                                                         layout.partition_of(rel))
+                    shards_out[str(rel)] = artifacts.shard_entry(dest, n_rows, sha)
                 counts.setdefault(f.split, {}).setdefault(f.name, 0)
-                counts[f.split][f.name] += table.num_rows
+                counts[f.split][f.name] += n_rows
                 tokens.setdefault(f.split, {}).setdefault(f.name, 0)
                 tokens[f.split][f.name] += n_tok
                 unks += u
@@ -237,7 +268,8 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
     manifest = artifacts.new_manifest(
         APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=artifacts.sha256_file(out / "dict.txt"),
         counts=counts, tokens=tokens, outputs={"shards": shards_out}, summary=summary, complete=True,
-        upstream=[_upstream(prep, prep_m)] + ups, text_config=prep_text, dictionary_layout=layout.dictionary_layout(),
+        upstream=[_upstream(p, m) for p, m in preps] + ups, text_config=prep_text,
+        dictionary_layout=layout.dictionary_layout(),
     )
     artifacts.write_manifest(out, manifest)
     return summary
@@ -261,34 +293,99 @@ def _copy_tokenizer(info: dict[str, Any], out: Path) -> dict[str, Any]:
     return info
 
 
-def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int) -> tuple[pa.Table, int, int]:
+ROW_GROUP = 64 * 1024  # rows per row group, as artifacts.write_shard writes them
+
+
+def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[str], batch_rows: int,
+                     schema: pa.Schema) -> Iterator[tuple[pa.Table, int, int]]:
+    """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard."""
     col = tok.column
-    cols = ["id", "lang1", "lang2", col + "1", col + "2"] if pair else ["id", "lang", col]
-    pieces: dict[str, list] = {c: [] for c in cols}
-    subs: dict[str, list[str]] = {}
-    ids: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    names = ["1", "2"] if pair else [""]
-    for batch in artifacts.iter_batches([shard], columns=cols, batch_size=batch_rows):
-        d = batch.to_pydict()
-        for c in cols[: len(cols) - len(names)]:
-            pieces[c].extend(d[c])
+    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
+                                                    use_threads=False):  # (threads: more memory, no speed here)
+        arrays = {c: batch.column(c) for c in keep}
+        n_tok = unk = 0
         for s in names:
-            lines = [x or "" for x in d[col + s]]
-            sub, flat, offsets = tok.encode(lines)
-            subs.setdefault(s, []).extend(sub)
-            ids.setdefault(s, []).append((flat, offsets))
-    out: dict[str, pa.Array] = {c: pa.array(pieces[c], pa.string()) for c in cols[: len(cols) - len(names)]}
-    n_tok = unk = 0
+            text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
+            arrays["text" + s], arrays["ids" + s] = text, ids
+            values = ids.values.to_numpy(zero_copy_only=False)
+            n_tok += len(values)
+            unk += int(np.count_nonzero(values == UNK_ID))
+        yield pa.table(arrays, schema=schema), n_tok, unk
+
+
+def _ahead(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """`items`, produced by a thread up to `depth` ahead (reading and segmenting run without the GIL while
+    the caller compresses and writes). The thread stops when the caller does."""
+    q: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as e:  # handed to the consumer
+            put(e)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest: Path,
+                 partition: dict[str, str]) -> tuple[str, int, int, int]:
+    """Write the id shard of one text shard, a row group at a time (the same bytes as write_shard of the whole
+    table, layout.py's key-value metadata with `partition` included). -> (sha256, rows, tokens, unknown tokens)."""
+    keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
+    names = ["1", "2"] if pair else [""]
+    fields = [(c, pa.string()) for c in keep]
     for s in names:
-        flat = np.concatenate([v for v, _ in ids[s]]) if ids[s] else np.empty(0, np.int32)
-        offs = [np.zeros(1, np.int32)]
-        base = 0
-        for v, o in ids[s]:
-            offs.append(o[1:] + base)
-            base += len(v)
-        offsets = np.concatenate(offs).astype(np.int32)
-        out["text" + s] = pa.array(subs.get(s, []), pa.string())
-        out["ids" + s] = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
-        n_tok += len(flat)
-        unk += int(np.count_nonzero(flat == UNK_ID))
-    return pa.table(out), n_tok, unk
+        fields += [("text" + s, pa.string()), ("ids" + s, pa.list_(pa.int32()))]
+    schema = pa.schema(fields, metadata=layout.shard_metadata(APPLY_STAGE, [f[0] for f in fields], **partition))
+    pending: list[pa.Table] = []
+    rows = n_tok = unk = 0
+    with artifacts.atomic_path(dest) as tmp, pq.ParquetWriter(tmp, schema, compression=artifacts.PARQUET_COMPRESSION) as w:
+        def write(final: bool) -> None:
+            table = pa.concat_tables(pending) if pending else schema.empty_table()
+            while table.num_rows >= ROW_GROUP or (final and table.num_rows):
+                w.write_table(table.slice(0, ROW_GROUP).combine_chunks(), row_group_size=ROW_GROUP)
+                table = table.slice(ROW_GROUP)
+            pending[:] = [table] if table.num_rows else []
+
+        for table, t, u in _ahead(_encoded_batches(tok, shard, keep, names, batch_rows, schema)):
+            pending.append(table)
+            rows, n_tok, unk = rows + table.num_rows, n_tok + t, unk + u
+            if sum(x.num_rows for x in pending) >= ROW_GROUP:
+                write(False)
+        write(True)
+    pending.clear()
+    _release_memory()
+    return artifacts.sha256_file(dest), rows, n_tok, unk
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system: Arrow's default pool (mimalloc) and glibc's malloc keep it, and
+    a shard's batches would otherwise stay in the process's RSS for the rest of the run."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass

@@ -34,6 +34,15 @@ class Tokenizer:
         flat, offsets = self.ids(sub)
         return sub, flat, offsets
 
+    def encode_arrow(self, lines: list[str]) -> tuple[Any, Any]:
+        """(Arrow string array of subword lines, Arrow list<int32> array of ids): what an id shard stores."""
+        if self.kind == "fastbpe":
+            return self.codec.encode_arrow(lines, self.dico.words, UNK_ID)
+        import pyarrow as pa
+
+        sub, flat, offsets = self.encode(lines)
+        return pa.array(sub, pa.string()), pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
+
     def ids(self, sub: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Flat int32 ids and int32 offsets (len(sub)+1) for subword lines."""
         get = self.dico.index.get

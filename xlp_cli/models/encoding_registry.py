@@ -12,6 +12,8 @@ Capabilities
     marks_target            can tell a decoder which language to produce (translation offers only these)
     frozen_when_finetuning  its language parameters are frozen by default when fine-tuning a classifier
     prefix_slots(options)   positions it prepends to a sequence (0 or 1)
+    hf_xlm                  transformers' stock XLM model expresses it (`xlp export`); hf_xlm_langs: with its
+                            language embeddings (else the exported model gets none)
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class EncodingSpec:
     frozen_when_finetuning: bool = False
     prefix_slots: Callable[[dict[str, Any]], int] = _no_slot
     state_keys: tuple[str, ...] = ()           # model-config entries the module fills in (shapes), not flags
+    hf_xlm: bool = False                       # `xlp export` can write a stock XLMWithLMHeadModel folder
+    hf_xlm_langs: bool = False                 # ... whose language embeddings are this encoding's
 
     @property
     def needs_vocab_scores(self) -> bool:
@@ -73,8 +77,9 @@ class EncodingSpec:
 
 
 ENCODINGS: dict[str, EncodingSpec] = {
-    "none": EncodingSpec("xlp_cli.models.encodings:NoEncoding", "no language signal"),
-    "additive": EncodingSpec("xlp_cli.models.encodings:AdditiveEncoding", "XLM: a learned language embedding added at every position"),
+    "none": EncodingSpec("xlp_cli.models.encodings:NoEncoding", "no language signal", hf_xlm=True),
+    "additive": EncodingSpec("xlp_cli.models.encodings:AdditiveEncoding", "XLM: a learned language embedding added at every position",
+                             hf_xlm=True, hf_xlm_langs=True),
     "attaching": EncodingSpec("xlp_cli.models.encodings:AttachingEncoding", "a learned language vector prepended as a token",
                               prefix_slots=lambda o: 1),
     "xlp": EncodingSpec("xlp_cli.models.encodings:XlpEncoding", "XLP: a per-language projection of the word embeddings",

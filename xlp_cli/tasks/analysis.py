@@ -20,11 +20,10 @@ from the smallest to the largest off-diagonal value (recorded as `color_scale`):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,8 +34,18 @@ from xlp_cli.evaluate.figures import pyplot, save_png
 from xlp_cli.evaluate.render import order_langs
 from xlp_cli.tasks.common import EvaluateCommon
 
-if TYPE_CHECKING:  # the config is read by `xlp --help`: torch and the models are imported only to run
+if TYPE_CHECKING:  # torch is imported when a figure is made, not when the CLI lists the task's flags
     from xlp_cli.evaluate.embeddings import LoadedRun
+
+
+def _no_grad(fn: Any) -> Any:
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return wrapped
 
 TOPIC_WORDS = ["happy", "glad", "sad", "car", "plane", "bike", "meat", "food", "rice"]
 
@@ -142,6 +151,7 @@ def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
             "across_topic": float(np.mean(across)) if across else math.nan, "png": png.name, "color_scale": scale}
 
 
+@_no_grad
 def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
     import torch
 
@@ -183,6 +193,7 @@ def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
             "png": path.name}
 
 
+@_no_grad
 def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
     gates = getattr(run.model.lang_encoding, "feature_gates", None)
     if gates is None:

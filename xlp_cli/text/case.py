@@ -19,62 +19,29 @@ Unlike `xlm`, `safe` does not NFD-normalize text it does not change, so the byte
 exactly the input's.
 
 `none`: the text is left as it is.
+
+Both modes run natively (csrc/case.cpp), with CPython 3.11's own tables for `str.lower` (Final_Sigma
+included), NFD and the Mn category, generated into csrc/unicode_tables.inc.
 """
 
 from __future__ import annotations
 
-import unicodedata
-
-import regex
+from xlp_cli.text import native
 
 MODES = ("xlm", "safe", "none")
-
-_GENERIC_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
-_LATIN_GREEK = regex.compile(r"[\p{Latin}\p{Greek}]")
-# combining marks right after a Latin/Greek letter (or after marks that follow one)
-_LG_MARKS = regex.compile(r"(?<=[\p{Latin}\p{Greek}])[" + _GENERIC_MARKS + "]+")
-# Cyrillic stress marks (grave, acute), possibly after a kept breve/diaeresis of a decomposed й/ё
-_CY_STRESS = regex.compile(r"(?<=\p{Cyrillic}[\u0306\u0308]?)[\u0300\u0301]+")
-
-
-def strip_accents_xlm(text: str) -> str:
-    """XLM's run_strip_accents: NFD, then drop every Mn character."""
-    text = unicodedata.normalize("NFD", text)
-    return "".join(c for c in text if unicodedata.category(c) != "Mn")
 
 
 def lowercase_xlm(text: str) -> str:
     """Exactly XLM's lowercase_and_remove_accent.py on one line (without the newline)."""
-    return strip_accents_xlm(text.rstrip().lower()).lower()
-
-
-def _build_safe_table() -> dict[int, str]:
-    """Precomposed Latin/Greek letters -> the letter without its generic-block diacritics."""
-    table: dict[int, str] = {}
-    for cp in range(0x80, 0x2200):
-        c = chr(cp)
-        d = unicodedata.normalize("NFD", c)
-        if d == c or not _LATIN_GREEK.match(d[0]):
-            continue
-        kept = d[0] + "".join(m for m in d[1:] if not regex.match("[" + _GENERIC_MARKS + "]", m))
-        if kept != c:
-            table[cp] = kept
-    return table
-
-
-_SAFE_TABLE: dict[int, str] | None = None
+    if text.isascii():
+        return text.rstrip().lower()
+    return native.module().lowercase(text, "xlm")
 
 
 def lowercase_safe(text: str) -> str:
-    global _SAFE_TABLE
-    text = text.lower()
     if text.isascii():
-        return text
-    if _SAFE_TABLE is None:
-        _SAFE_TABLE = _build_safe_table()
-    text = text.translate(_SAFE_TABLE)
-    text = _LG_MARKS.sub("", text)
-    return _CY_STRESS.sub("", text)
+        return text.lower()
+    return native.module().lowercase(text, "safe")
 
 
 def apply_case(text: str, mode: str) -> str:

@@ -3,14 +3,20 @@
     pipe = TextPipeline.from_config(manifest["config"])   # flag-name keys, as `xlp prepare` records them
     pipe.process("Hello, World!", "en")                   # -> "hello , world !"
 
-Steps, in XLM's order (tools/tokenize.sh), each switchable:
+Steps, each switchable, run natively (xlp_cli/text/csrc/, without the GIL) except the zh/th segmenters:
   clean      remove non-printing characters (\\p{C} -> space)            --clean/--no-clean
   normalize  Moses punctuation normalization for the language          --normalize/--no-normalize
-  clean      again, as tokenize.sh runs remove-non-printing-char after the normalizer
   tokenize   moses | xlm | none (jieba for zh, pythainlp for th)        --tokenize
   lowercase  xlm | safe | none                                          --lowercase
-The output is whitespace-separated tokens joined by single spaces. `raw(text)` is the cleaned,
-untokenized text (the `raw` column); `process(raw(x)) == process(x)` because cleaning is idempotent.
+Order:
+- `--tokenize xlm` is XLM's tools/tokenize.sh followed by lowercase_and_remove_accent.py, byte for byte:
+  normalize, clean, tokenizer.perl (th: pythainlp's segmentation); zh: jieba first, then normalize and
+  clean. The output keeps the reference's spacing (th: whitespace tokens, hi: the double spaces that
+  deleting a split-off virama leaves).
+- `moses` and `none`: clean, normalize, clean again, tokenize, lowercase; tokens joined by single spaces.
+`raw(text)` is the cleaned, untokenized text (the `raw` column: what SentencePiece learns on). `text` is
+computed from the input, not from `raw`: the normalizer's rules see tabs, carriage returns and no-break
+spaces as perl does.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ import dataclasses
 import os
 from typing import Any, Iterable, Mapping
 
-from xlp_cli.text import case as _case
-from xlp_cli.text import tokenize as _tok
+from xlp_cli.text import native
+from xlp_cli.text.case import MODES as CASE_MODES
 from xlp_cli.text.clean import collapse_spaces, remove_non_printing
-from xlp_cli.text.normalize import get_normalizer
+from xlp_cli.text.langs import base_lang
+from xlp_cli.text.segment import segmenter
+from xlp_cli.text.tokenize import MODES as TOKENIZE_MODES
+from xlp_cli.text.tokenize import SEGMENTED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +42,10 @@ class TextPipeline:
     lowercase: str = "safe"
 
     def __post_init__(self) -> None:
-        if self.tokenize not in _tok.MODES:
-            raise ValueError(f"tokenize must be one of {_tok.MODES}, not {self.tokenize!r}")
-        if self.lowercase not in _case.MODES:
-            raise ValueError(f"lowercase must be one of {_case.MODES}, not {self.lowercase!r}")
+        if self.tokenize not in TOKENIZE_MODES:
+            raise ValueError(f"tokenize must be one of {TOKENIZE_MODES}, not {self.tokenize!r}")
+        if self.lowercase not in CASE_MODES:
+            raise ValueError(f"lowercase must be one of {CASE_MODES}, not {self.lowercase!r}")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "TextPipeline":
@@ -62,36 +71,33 @@ class TextPipeline:
             text = remove_non_printing(text)
         return collapse_spaces(text)
 
+    def raw_batch(self, texts: list[str]) -> list[str]:
+        """`raw` over many texts, in one native call."""
+        return native.pipeline("en", self.clean, False, "none", "none").run(texts, native.RAW)
+
+    def native(self, lang: str) -> Any:
+        """The compiled pipeline for `lang` (for zh/th: the steps around the segmenter)."""
+        return native.pipeline(base_lang(lang), self.clean, self.normalize, self.tokenize, self.lowercase)
+
+    def segmenter(self, lang: str) -> Any:
+        """jieba / pythainlp for zh / th (None for every other language, or with --tokenize none)."""
+        base = base_lang(lang)
+        if base not in SEGMENTED or self.tokenize == "none":
+            return None
+        return segmenter(base, keep_spaces=self.tokenize == "xlm")
+
     def process(self, text: str, lang: str) -> str:
-        if self.clean:
-            text = remove_non_printing(text)
-        if self.normalize:
-            text = get_normalizer(lang)(text)
-            if self.clean:
-                text = remove_non_printing(text)
-        text = _tok.get_tokenizer(lang, self.tokenize)(text)
-        if self.lowercase != "none":
-            text = _case.apply_case(text, self.lowercase)
-        return collapse_spaces(text)
+        return self.process_batch([text], lang)[0]
 
     def process_batch(self, texts: Iterable[str], lang: str) -> list[str]:
-        """`process` over many texts of one language (the tools are looked up once)."""
-        norm = get_normalizer(lang) if self.normalize else None
-        tok = _tok.get_tokenizer(lang, self.tokenize)
-        mode = self.lowercase
-        out = []
-        for text in texts:
-            if self.clean:
-                text = remove_non_printing(text)
-            if norm is not None:
-                text = norm(text)
-                if self.clean:
-                    text = remove_non_printing(text)
-            text = tok(text)
-            if mode != "none":
-                text = _case.apply_case(text, mode)
-            out.append(collapse_spaces(text))
-        return out
+        """`process` over many texts of one language, in one native call."""
+        texts = texts if isinstance(texts, list) else list(texts)
+        pipe, seg = self.native(lang), self.segmenter(lang)
+        if seg is None:
+            return pipe.run(texts, native.ALL)
+        if self.tokenize == "xlm" and base_lang(lang) == "zh":  # XLM segments zh before the perl scripts
+            return pipe.run(pipe.run([seg(t) for t in texts], native.BEFORE), native.AFTER)
+        return pipe.run([seg(t) for t in pipe.run(texts, native.BEFORE)], native.AFTER)
 
     def __call__(self, text: str, lang: str) -> str:
         return self.process(text, lang)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
+from xlp_cli import artifacts, datadirs
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.errors import BadInput
 from xlp_cli.models.encoding_registry import spec as encoding_spec
@@ -37,6 +37,7 @@ class PretrainInputs:
 
 def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
     """The `xlp bpe apply` output among --data (or upstream of them; or a prepare folder that applied BPE)."""
+    datadirs.only_one(list(data), "bpe-apply", "this command")  # one dictionary, one id space
     found = artifacts.find_upstream(list(data), "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         raise BadInput("no `xlp bpe apply` output (manifest stage 'bpe-apply') among --data or their upstream",
@@ -87,6 +88,7 @@ def top_k_vocabularies(data: list[Path], lang_encoding: str, encoding_options: d
     spec = encoding_spec(lang_encoding)
     if not spec.needs_vocab_scores:
         return None
+    datadirs.only_one(list(data), "vocab-score", "this command")
     found = artifacts.find_upstream(list(data), "vocab-score")
     if found is None:
         raise BadInput(f"--lang-encoding {lang_encoding} needs the output of `xlp vocab-score` "

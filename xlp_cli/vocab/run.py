@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, outdir, ui
+from xlp_cli import artifacts, datadirs, outdir, ui
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.config import to_dict
 from xlp_cli.errors import BadInput
@@ -28,6 +28,7 @@ RULE = ("m(x) = C_l(x) / C_!=l(x); tokens with C_!=l(x) = 0 get m = inf and rank
 
 
 def _ids_folder(data: list[Path]) -> tuple[Path, dict[str, Any]]:
+    datadirs.only_one(data, "bpe-apply", "`xlp vocab-score`")
     found = artifacts.find_upstream(data, "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         for d in data:
@@ -39,6 +40,7 @@ def _ids_folder(data: list[Path]) -> tuple[Path, dict[str, Any]]:
 
 def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool) -> dict[str, list[tuple[Path, str]]]:
     src: dict[str, list[tuple[Path, str]]] = {}
+    pairs: list[tuple[list[Path], Path]] = []
     split_dir = ids_dir / split
     if not split_dir.is_dir():
         raise BadInput(f"no {split} split in the id shards", path=split_dir)
@@ -53,11 +55,17 @@ def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool)
         if "ids" in names:
             src.setdefault(d.name, []).extend((s, "ids") for s in shards)
         elif {"ids1", "ids2"} <= names:
+            pairs.append((shards, d))
             if parallel:
                 for side, lang in zip(("1", "2"), d.name.split("-", 1)):
                     src.setdefault(lang, []).extend((s, "ids" + side) for s in shards)
         else:
             raise BadInput("shard has no ids column: text shards, not `xlp bpe apply` output", path=shards[0])
+    if not src and pairs and not parallel:  # a parallel-only corpus: each side of a pair counts for its language
+        ui.info(f"no monolingual {split} id shards: counting both sides of the parallel folders (as --parallel)")
+        for shards, d in pairs:
+            for side, lang in zip(("1", "2"), d.name.split("-", 1)):
+                src.setdefault(lang, []).extend((s, "ids" + side) for s in shards)
     if langs:
         missing = [l for l in langs if l not in src]
         if missing:

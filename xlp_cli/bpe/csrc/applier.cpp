@@ -1,0 +1,331 @@
+// Native BPE applier for xlp, written for this project (no fastBPE code). Its output is what fastBPE 0.1.0's
+// `fast applybpe OUT IN CODES [VOCAB]` writes:
+//   - words are split on ' ' and '\n' only; the separators are copied as they are (runs of spaces too);
+//   - a word is cut into UTF-8 characters, the last one suffixed with "</w>"; then, repeatedly, the adjacent
+//     pair with the lowest merge rank (its line in the codes file) is merged everywhere, left to right and
+//     without overlap, until no pair of the word is a merge;
+//   - with a vocab, a subword the vocab does not hold (as "x@@", or "x" for the last one) is split back
+//     into the two subwords it was merged from, recursively, keeping the parts the vocab holds;
+//   - subwords are joined by "@@ " and the final "</w>" is dropped.
+// Differences from the binary, by design: the last word of an input that does not end in '\n' is written
+// (fast drops it), followed by '\n'; symbols are integers and merge ranks live in one hash map, words are
+// segmented once (cached) and in parallel threads.
+//
+// Python API (module xlp_cli.bpe._applybpe):
+//   Applier(codes_path, vocab_path or "")   raises ValueError("PATH:LINE: problem") for a malformed file
+//     .apply_words(list[bytes]) -> list[bytes]   one word each (no ' ' or '\n')
+//     .apply_block(bytes, threads) -> bytes      text: words split on ' ' and '\n', separators kept
+//     .set_ids(bytes)                            the token of each dictionary id, '\n'-joined, for encode_lines
+//     .encode_lines(bytes, threads, unk) -> (text, text offsets, ids, id offsets)
+//                                                lines ending in '\n' -> their subword lines (an Arrow string
+//                                                array's buffers) and token ids (an Arrow list array's); the
+//                                                ids come from splitting each subword line like str.split()
+//     .n_codes, .n_vocab
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "bpe.h"
+
+namespace {
+
+using xlpbpe::kNone;
+using xlpbpe::Model;
+using xlpbpe::StrTable;
+
+bool py_space(uint32_t c) {  // str.isspace() (Unicode 14)
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Segments every distinct new word of a text block (in threads), remembers it (and its token ids), writes
+// the block's subword text (and ids).
+class Applier {
+public:
+    explicit Applier(std::unique_ptr<Model> m) : model_(std::move(m)) {}
+    const Model &model() const { return *model_; }
+
+    void set_ids(std::vector<std::string> tokens) {
+        ids_.clear();
+        bool added;
+        for (auto &t : tokens) ids_.add(t, added);  // a repeated token keeps its first id
+        words_.clear();
+        vals_.clear();
+        wids_.clear();
+    }
+
+    std::string apply_block(const char *data, size_t n, unsigned threads) {
+        std::vector<Word> words = segment(data, n, threads, false);
+        size_t total = n + 1;
+        for (const Word &w : words) total += vals_[w.entry].size();
+        std::string out(total, '\0');
+        char *o = out.data();
+        size_t last = 0;
+        for (const Word &w : words) {
+            memcpy(o, data + last, w.a - last);
+            o += w.a - last;
+            const std::string &v = vals_[w.entry];
+            memcpy(o, v.data(), v.size());
+            o += v.size();
+            last = w.b;
+        }
+        memcpy(o, data + last, n - last);
+        o += n - last;
+        if (n && data[n - 1] != '\n') *o++ = '\n';
+        out.resize(size_t(o - out.data()));
+        return out;
+    }
+
+    // Lines ending in '\n': subword text without the newlines + int32 line offsets, int32 ids + line offsets.
+    void encode_lines(const char *data, size_t n, unsigned threads, int32_t unk, std::string &text,
+                      std::vector<int32_t> &text_off, std::vector<int32_t> &ids, std::vector<int32_t> &id_off) {
+        std::vector<Word> words = segment(data, n, threads, true, unk);
+        text_off.assign(1, 0);
+        id_off.assign(1, 0);
+        size_t last = 0;
+        auto end_lines = [&](size_t upto) {  // copy separators; close every line that ends before `upto`
+            for (size_t i = last; i < upto; ++i) {
+                if (data[i] == '\n') {
+                    text_off.push_back(int32_t(text.size()));
+                    id_off.push_back(int32_t(ids.size()));
+                } else {
+                    text.push_back(data[i]);
+                }
+            }
+        };
+        for (const Word &w : words) {
+            end_lines(w.a);
+            text += vals_[w.entry];
+            ids.insert(ids.end(), wids_[w.entry].begin(), wids_[w.entry].end());
+            last = w.b;
+        }
+        end_lines(n);
+    }
+
+private:
+    struct Word {
+        size_t a, b;    // its bytes in the block
+        uint32_t entry;  // its cache entry
+    };
+    // Every word of the block, in order, with its cache entry; new words segmented in `threads` threads.
+    std::vector<Word> segment(const char *data, size_t n, unsigned threads, bool with_ids, int32_t unk = 3) {
+        if (words_.size() > kMaxCache) { words_.clear(); vals_.clear(); wids_.clear(); }
+        std::vector<Word> words;
+        words.reserve(n / 5 + 16);
+        const size_t known = words_.size();
+        for_words(data, n, [&](size_t a, size_t b) {
+            bool added;
+            words.push_back({a, b, words_.add(std::string_view(data + a, b - a), added)});
+        });
+        const size_t fresh = words_.size() - known;
+        std::vector<std::string> done(fresh);
+        std::vector<std::vector<int32_t>> done_ids(with_ids ? fresh : 0);
+        auto work = [&](size_t t, size_t k) {
+            for (size_t i = t; i < fresh; i += k) {
+                std::string_view w = words_.key(uint32_t(known + i));
+                done[i] = model_->apply(w.data(), w.size());
+                if (with_ids) done_ids[i] = token_ids(done[i], unk);
+            }
+        };
+        if (threads <= 1 || fresh < 256) {
+            work(0, 1);
+        } else {
+            std::vector<std::thread> pool;
+            for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t, threads);
+            for (auto &th : pool) th.join();
+        }
+        for (auto &d : done) vals_.push_back(std::move(d));
+        if (with_ids) {  // entries segmented without ids (apply_block) get them now
+            for (size_t i = wids_.size(); i < known; ++i) wids_.push_back(token_ids(vals_[i], unk));
+            for (auto &d : done_ids) wids_.push_back(std::move(d));
+        }
+        return words;
+    }
+    // The ids of `sub` split like Python's str.split() (XLM's binarization splits subword lines so).
+    std::vector<int32_t> token_ids(const std::string &sub, int32_t unk) const {
+        std::vector<int32_t> out;
+        size_t i = 0, start = 0;
+        auto flush = [&](size_t end) {
+            if (end > start) {
+                uint32_t id = ids_.find(std::string_view(sub.data() + start, end - start));
+                out.push_back(id == kNone ? unk : int32_t(id));
+            }
+        };
+        while (i < sub.size()) {
+            unsigned char c = static_cast<unsigned char>(sub[i]);
+            size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+            uint32_t cp = c < 0x80 ? c : c & (0x3F >> (len - 1));
+            for (size_t k = 1; k < len && i + k < sub.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(sub[i + k]) & 0x3F);
+            if (py_space(cp)) {
+                flush(i);
+                start = i + len;
+            }
+            i += len;
+        }
+        flush(sub.size());
+        return out;
+    }
+    template <class F>
+    static void for_words(const char *d, size_t n, F f) {
+        size_t i = 0;
+        while (i < n) {
+            while (i < n && (d[i] == ' ' || d[i] == '\n')) ++i;
+            size_t j = i;
+            while (j < n && d[j] != ' ' && d[j] != '\n') ++j;
+            if (j > i) f(i, j);
+            i = j;
+        }
+    }
+    static const size_t kMaxCache = 4000000;
+    std::unique_ptr<Model> model_;
+    StrTable words_;                          // distinct words seen
+    std::vector<std::string> vals_;           // their segmentation
+    std::vector<std::vector<int32_t>> wids_;  // and its token ids (encode_lines)
+    StrTable ids_;                            // token -> id (set_ids)
+};
+
+struct ApplierObject {
+    PyObject_HEAD
+    Applier *app;
+};
+
+PyObject *Applier_new(PyTypeObject *type, PyObject *args, PyObject *) {
+    const char *codes, *vocab = "";
+    if (!PyArg_ParseTuple(args, "s|s", &codes, &vocab)) return nullptr;
+    std::unique_ptr<Model> model;
+    std::string error;
+    Py_BEGIN_ALLOW_THREADS try {
+        model.reset(new Model(codes, vocab));
+    } catch (const std::exception &e) {
+        error = e.what();
+    }
+    Py_END_ALLOW_THREADS
+    if (!model) {
+        PyErr_SetString(PyExc_ValueError, error.c_str());
+        return nullptr;
+    }
+    auto *self = reinterpret_cast<ApplierObject *>(type->tp_alloc(type, 0));
+    if (!self) return nullptr;
+    self->app = new Applier(std::move(model));
+    return reinterpret_cast<PyObject *>(self);
+}
+
+void Applier_dealloc(ApplierObject *self) {
+    delete self->app;
+    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+PyObject *Applier_apply_words(ApplierObject *self, PyObject *arg) {
+    PyObject *fast = PySequence_Fast(arg, "apply_words() needs a sequence of bytes");
+    if (!fast) return nullptr;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    std::vector<std::string> words(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        char *p;
+        Py_ssize_t len;
+        if (PyBytes_AsStringAndSize(PySequence_Fast_GET_ITEM(fast, i), &p, &len) < 0) { Py_DECREF(fast); return nullptr; }
+        words[size_t(i)].assign(p, size_t(len));
+    }
+    Py_DECREF(fast);
+    const Model &m = self->app->model();
+    Py_BEGIN_ALLOW_THREADS for (size_t i = 0; i < words.size(); ++i) out[i] = m.apply(words[i].data(), words[i].size());
+    Py_END_ALLOW_THREADS
+    PyObject *res = PyList_New(n);
+    if (!res) return nullptr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *b = PyBytes_FromStringAndSize(out[size_t(i)].data(), Py_ssize_t(out[size_t(i)].size()));
+        if (!b) { Py_DECREF(res); return nullptr; }
+        PyList_SET_ITEM(res, i, b);
+    }
+    return res;
+}
+
+PyObject *Applier_apply_block(ApplierObject *self, PyObject *args) {
+    Py_buffer buf;
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "y*|i", &buf, &threads)) return nullptr;
+    std::string out;
+    Applier *app = self->app;
+    Py_BEGIN_ALLOW_THREADS out = app->apply_block(static_cast<const char *>(buf.buf), size_t(buf.len), unsigned(threads));
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyBytes_FromStringAndSize(out.data(), Py_ssize_t(out.size()));
+}
+
+PyObject *Applier_set_ids(ApplierObject *self, PyObject *arg) {
+    char *p;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(arg, &p, &n) < 0) return nullptr;
+    std::vector<std::string> tokens;
+    for (size_t start = 0; start <= size_t(n);) {
+        const char *nl = static_cast<const char *>(memchr(p + start, '\n', size_t(n) - start));
+        size_t end = nl ? size_t(nl - p) : size_t(n);
+        tokens.emplace_back(p + start, end - start);
+        start = end + 1;
+    }
+    self->app->set_ids(std::move(tokens));
+    Py_RETURN_NONE;
+}
+
+PyObject *Applier_encode_lines(ApplierObject *self, PyObject *args) {
+    Py_buffer buf;
+    int threads = 1, unk = 3;
+    if (!PyArg_ParseTuple(args, "y*|ii", &buf, &threads, &unk)) return nullptr;
+    std::string text;
+    std::vector<int32_t> text_off, ids, id_off;
+    Applier *app = self->app;
+    Py_BEGIN_ALLOW_THREADS app->encode_lines(static_cast<const char *>(buf.buf), size_t(buf.len), unsigned(threads), unk,
+                                             text, text_off, ids, id_off);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    auto bytes = [](const void *p, size_t n) { return PyBytes_FromStringAndSize(static_cast<const char *>(p), Py_ssize_t(n)); };
+    return Py_BuildValue("(NNNN)", bytes(text.data(), text.size()), bytes(text_off.data(), text_off.size() * 4),
+                         bytes(ids.data(), ids.size() * 4), bytes(id_off.data(), id_off.size() * 4));
+}
+
+PyObject *Applier_n_codes(ApplierObject *self, void *) { return PyLong_FromSize_t(self->app->model().n_codes()); }
+PyObject *Applier_n_vocab(ApplierObject *self, void *) { return PyLong_FromSize_t(self->app->model().n_vocab()); }
+
+PyMethodDef Applier_methods[] = {
+    {"apply_words", reinterpret_cast<PyCFunction>(Applier_apply_words), METH_O, "apply_words(words) -> list[bytes]"},
+    {"apply_block", reinterpret_cast<PyCFunction>(Applier_apply_block), METH_VARARGS,
+     "apply_block(text, threads=1) -> bytes (not thread-safe: one block at a time)"},
+    {"set_ids", reinterpret_cast<PyCFunction>(Applier_set_ids), METH_O, "set_ids(b'\\n'.join(tokens)): the token of each id"},
+    {"encode_lines", reinterpret_cast<PyCFunction>(Applier_encode_lines), METH_VARARGS,
+     "encode_lines(lines, threads=1, unk=3) -> (text, text offsets, ids, id offsets), int32 buffers"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef Applier_getset[] = {
+    {"n_codes", reinterpret_cast<getter>(Applier_n_codes), nullptr, "number of merges", nullptr},
+    {"n_vocab", reinterpret_cast<getter>(Applier_n_vocab), nullptr, "number of vocab entries", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject ApplierType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_applybpe", "Native fastBPE-compatible BPE applier.", -1, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__applybpe(void) {
+    ApplierType.tp_name = "xlp_cli.bpe._applybpe.Applier";
+    ApplierType.tp_basicsize = sizeof(ApplierObject);
+    ApplierType.tp_flags = Py_TPFLAGS_DEFAULT;
+    ApplierType.tp_doc = "Applier(codes_path, vocab_path='')";
+    ApplierType.tp_new = Applier_new;
+    ApplierType.tp_dealloc = reinterpret_cast<destructor>(Applier_dealloc);
+    ApplierType.tp_methods = Applier_methods;
+    ApplierType.tp_getset = Applier_getset;
+    if (PyType_Ready(&ApplierType) < 0) return nullptr;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return nullptr;
+    Py_INCREF(&ApplierType);
+    if (PyModule_AddObject(m, "Applier", reinterpret_cast<PyObject *>(&ApplierType)) < 0) {
+        Py_DECREF(&ApplierType);
+        Py_DECREF(m);
+        return nullptr;
+    }
+    return m;
+}

@@ -1,0 +1,42 @@
+"""An xlp encoder as a `trust_remote_code=True` folder: config.json with an `auto_map`, modeling_xlp.py beside it,
+and xlp's own tensor names under `xlp.` (the MLM bias as `pred_bias`). Every encoding is expressed; a VECO
+encoder's cross-attention sub-layers are left out (without a memory stream the encoder never runs them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xlp_cli import special_ids
+
+MODELING = Path(__file__).with_name("modeling_xlp.py")
+AUTO_MAP = {"AutoConfig": "modeling_xlp.XlpConfig", "AutoModel": "modeling_xlp.XlpModel",
+            "AutoModelForMaskedLM": "modeling_xlp.XlpForMaskedLM"}
+
+VOCAB_TENSORS = ("xlp.embed.weight", "pred_bias")  # what tokenizer ids index
+
+
+def config_json(cfg: Any, langs: list[str]) -> dict[str, Any]:
+    opts = cfg.encoding_options
+    return {
+        "architectures": ["XlpForMaskedLM"], "model_type": "xlp", "auto_map": AUTO_MAP,
+        "vocab_size": cfg.vocab_size, "d_model": cfg.d_model, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
+        "d_ff": cfg.d_ff, "n_positions": cfg.n_positions, "dropout": cfg.dropout,
+        "attention_dropout": cfg.attention_dropout, "pre_ln": cfg.pre_ln, "lang_encoding": cfg.lang_encoding,
+        "langs": list(langs), "xlp_bias": bool(opts.get("xlp_bias", True)),
+        "vle_style": opts.get("vle_style", "adding"), "vle_sizes": opts.get("vle_sizes"),
+        "layer_norm_eps": 1e-12, "pad_token_id": special_ids.PAD, "bos_token_id": special_ids.BOS,
+        "eos_token_id": special_ids.EOS,
+    }
+
+
+def state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in model.state_dict().items():
+        if ".cross." in key or ".ln_cross." in key:
+            continue
+        out[key if key == "pred_bias" else "xlp." + key] = value.detach().cpu().contiguous()
+    return out

@@ -1,0 +1,323 @@
+// Python module xlp_cli.text._native: the text pipeline over lists of str or over UTF-8 byte blocks.
+//
+//   Pipeline(lang, clean, normalize, tokenize, lowercase)   tokenize: 0 none, 1 moses, 2 xlm
+//                                                           lowercase: 0 none, 1 safe, 2 xlm
+//     .run(list[str], stage) -> list[str]                   stage: 0 all, 1 before the tokenizer, 2 after it,
+//                                                           3 the tokenizer alone, 4 the `raw` column
+//                                                           (zh, th: xlp runs its segmenter between 1 and 2)
+//     .run_bytes(bytes, stage, max_line) -> (bytes, [(line index, problem)])
+//   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
+//   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
+// The work runs without the GIL, so threads can share the cores.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "text.h"
+
+namespace {
+
+using xlp::U32;
+
+enum { TOK_NONE = 0, TOK_MOSES = 1, TOK_XLM = 2 };
+enum { LOW_NONE = 0, LOW_SAFE = 1, LOW_XLM = 2 };
+enum { STAGE_ALL = 0, STAGE_PRE = 1, STAGE_POST = 2, STAGE_TOKENIZE = 3, STAGE_RAW = 4 };
+
+struct Config {
+    std::string lang;
+    bool clean = true, normalize = true;
+    int tok = TOK_MOSES, low = LOW_SAFE;
+    std::unique_ptr<xlp::Tokenizer> tokenizer;
+
+    // XLM (tokenize.sh) order: normalize, then clean; xlp's moses/none order: clean, normalize, clean.
+    void before(U32 &s) const {
+        const bool xlm = tok == TOK_XLM;
+        if (clean && !xlm) xlp::remove_non_printing(s);
+        if (normalize) {
+            xlp::replace_unicode_punctuation(s);
+            s.push_back(U'\n');  // perl reads the line with its newline (it matters for `."\n`)
+            xlp::normalize_punctuation(s, lang);
+            if (!s.empty() && s.back() == U'\n') s.pop_back();  // remove-non-printing-char.perl's chomp
+        }
+        if (clean && (xlm || normalize)) xlp::remove_non_printing(s);
+    }
+    void tokenize(U32 &s) const {
+        if (tokenizer) s = (*tokenizer)(s);
+        else if (tok == TOK_NONE) xlp::collapse_spaces(s);
+    }
+    void after(U32 &s) const {
+        if (low == LOW_XLM) s = xlp::lowercase_xlm(s);
+        else if (low == LOW_SAFE) s = xlp::lowercase_safe(s);
+        if (tok != TOK_XLM) xlp::collapse_spaces(s);  // XLM mode keeps the reference's bytes
+    }
+    void run(U32 &s, int stage) const {
+        if (stage == STAGE_RAW) {  // the `raw` column: cleaned, whitespace collapsed
+            if (clean) xlp::remove_non_printing(s);
+            xlp::collapse_spaces(s);
+            return;
+        }
+        if (stage == STAGE_TOKENIZE) { tokenize(s); return; }
+        if (stage != STAGE_POST) before(s);
+        if (stage == STAGE_ALL) tokenize(s);
+        if (stage != STAGE_PRE) after(s);
+    }
+};
+
+struct PipelineObject {
+    PyObject_HEAD
+    Config *cfg;
+};
+
+bool to_u32(PyObject *o, U32 &out) {
+    if (!PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "expected str");
+        return false;
+    }
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+    const int kind = PyUnicode_KIND(o);
+    const void *data = PyUnicode_DATA(o);
+    out.resize(size_t(n));
+    for (Py_ssize_t i = 0; i < n; ++i) out[size_t(i)] = PyUnicode_READ(kind, data, i);
+    return true;
+}
+
+PyObject *from_u32(const U32 &s) {
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, s.data(), Py_ssize_t(s.size()));
+}
+
+PyObject *Pipeline_new(PyTypeObject *type, PyObject *args, PyObject *) {
+    const char *lang;
+    int clean, normalize, tok, low;
+    if (!PyArg_ParseTuple(args, "sppii", &lang, &clean, &normalize, &tok, &low)) return nullptr;
+    if (tok < TOK_NONE || tok > TOK_XLM || low < LOW_NONE || low > LOW_XLM) {
+        PyErr_SetString(PyExc_ValueError, "bad tokenize or lowercase mode");
+        return nullptr;
+    }
+    auto *self = reinterpret_cast<PipelineObject *>(type->tp_alloc(type, 0));
+    if (!self) return nullptr;
+    try {
+        self->cfg = new Config();
+        self->cfg->lang = lang;
+        self->cfg->clean = clean;
+        self->cfg->normalize = normalize;
+        self->cfg->tok = tok;
+        self->cfg->low = low;
+        if (tok == TOK_MOSES || tok == TOK_XLM)
+            self->cfg->tokenizer.reset(new xlp::Tokenizer(
+                lang, tok == TOK_XLM ? xlp::Flavour::Perl : xlp::Flavour::Sacremoses));
+    } catch (const std::exception &e) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return nullptr;
+    }
+    return reinterpret_cast<PyObject *>(self);
+}
+
+void Pipeline_dealloc(PipelineObject *self) {
+    delete self->cfg;
+    Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+PyObject *Pipeline_run(PipelineObject *self, PyObject *args) {
+    PyObject *seq;
+    int stage = STAGE_ALL;
+    if (!PyArg_ParseTuple(args, "O|i", &seq, &stage)) return nullptr;
+    if (stage < STAGE_ALL || stage > STAGE_RAW) {
+        PyErr_SetString(PyExc_ValueError, "bad stage");
+        return nullptr;
+    }
+    PyObject *fast = PySequence_Fast(seq, "run() needs a sequence of str");
+    if (!fast) return nullptr;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    std::vector<U32> texts(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i)
+        if (!to_u32(PySequence_Fast_GET_ITEM(fast, i), texts[size_t(i)])) { Py_DECREF(fast); return nullptr; }
+    Py_DECREF(fast);
+    const Config *cfg = self->cfg;
+    Py_BEGIN_ALLOW_THREADS for (U32 &t : texts) cfg->run(t, stage);
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyList_New(n);
+    if (!out) return nullptr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *s = from_u32(texts[size_t(i)]);
+        if (!s) { Py_DECREF(out); return nullptr; }
+        PyList_SET_ITEM(out, i, s);
+    }
+    return out;
+}
+
+// Why a line of a byte block cannot be processed ("" if it can).
+std::string line_problem(const char *p, size_t len, size_t max_line) {
+    if (max_line > 0 && len > max_line)
+        return "line longer than " + std::to_string(max_line) + " bytes (--max-line-bytes)";
+    if (const void *nul = memchr(p, '\0', len))
+        return "NUL byte at byte " + std::to_string(static_cast<const char *>(nul) - p) +
+               " of the line (binary or UTF-16 input?)";
+    size_t bad = xlp::utf8_error(p, len);
+    if (bad < len) return "invalid UTF-8 at byte " + std::to_string(bad) + " of the line";
+    return "";
+}
+
+PyObject *problems_list(const std::vector<std::pair<size_t, std::string>> &problems) {
+    PyObject *plist = PyList_New(Py_ssize_t(problems.size()));
+    if (!plist) return nullptr;
+    for (size_t i = 0; i < problems.size(); ++i)
+        PyList_SET_ITEM(plist, Py_ssize_t(i), Py_BuildValue("(ns)", Py_ssize_t(problems[i].first),
+                                                           problems[i].second.c_str()));
+    return plist;
+}
+
+PyObject *py_check_lines(PyObject *, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t max_line = 0;
+    if (!PyArg_ParseTuple(args, "y*|n", &buf, &max_line)) return nullptr;
+    const char *data = static_cast<const char *>(buf.buf);
+    const size_t n = size_t(buf.len);
+    std::vector<std::pair<size_t, std::string>> problems;
+    Py_BEGIN_ALLOW_THREADS size_t start = 0, line = 0;
+    while (start < n) {
+        const char *nl = static_cast<const char *>(memchr(data + start, '\n', n - start));
+        size_t end = nl ? size_t(nl - data) : n;
+        std::string problem = line_problem(data + start, end - start, size_t(max_line));
+        if (!problem.empty()) problems.emplace_back(line, problem);
+        ++line;
+        start = end + 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return problems_list(problems);
+}
+
+// Lines of a UTF-8 block (each ending in '\n'; a last one without it counts as a line). Bad lines (invalid
+// UTF-8, a NUL byte, longer than max_line bytes) give an empty output line and a (line index, problem) entry.
+PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
+    Py_buffer buf;
+    int stage = STAGE_ALL;
+    Py_ssize_t max_line = 0;
+    if (!PyArg_ParseTuple(args, "y*|in", &buf, &stage, &max_line)) return nullptr;
+    if (stage < STAGE_ALL || stage > STAGE_RAW) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "bad stage");
+        return nullptr;
+    }
+    const char *data = static_cast<const char *>(buf.buf);
+    const size_t n = size_t(buf.len);
+    std::string out;
+    std::vector<std::pair<size_t, std::string>> problems;
+    const Config *cfg = self->cfg;
+    Py_BEGIN_ALLOW_THREADS out.reserve(n + n / 8 + 16);
+    U32 text;
+    size_t start = 0, line = 0;
+    while (start < n) {
+        const char *nl = static_cast<const char *>(memchr(data + start, '\n', n - start));
+        size_t end = nl ? size_t(nl - data) : n;
+        const char *p = data + start;
+        size_t len = end - start;
+        std::string problem = line_problem(p, len, size_t(max_line));
+        if (problem.empty()) {
+            xlp::decode_utf8(p, len, text);
+            cfg->run(text, stage);
+            xlp::encode_utf8(text, out);
+        } else {
+            problems.emplace_back(line, problem);
+        }
+        out.push_back('\n');
+        ++line;
+        start = end + 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    PyObject *plist = problems_list(problems);
+    if (!plist) return nullptr;
+    return Py_BuildValue("(y#N)", out.data(), Py_ssize_t(out.size()), plist);
+}
+
+PyMethodDef Pipeline_methods[] = {
+    {"run", reinterpret_cast<PyCFunction>(Pipeline_run), METH_VARARGS, "run(texts, stage=0) -> list[str]"},
+    {"run_bytes", reinterpret_cast<PyCFunction>(Pipeline_run_bytes), METH_VARARGS,
+     "run_bytes(block, stage=0, max_line=0) -> (bytes, [(line index, problem)])"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject PipelineType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---------------------------------------------------------------- single steps (tests, small helpers)
+template <class F>
+PyObject *on_text(PyObject *text, F f) {
+    U32 s;
+    if (!to_u32(text, s)) return nullptr;
+    try {
+        f(s);
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return nullptr;
+    }
+    return from_u32(s);
+}
+
+PyObject *py_normalize(PyObject *, PyObject *args) {
+    PyObject *text;
+    const char *lang;
+    if (!PyArg_ParseTuple(args, "Us", &text, &lang)) return nullptr;
+    std::string l(lang);
+    return on_text(text, [&l](U32 &s) {
+        xlp::replace_unicode_punctuation(s);
+        s.push_back(U'\n');
+        xlp::normalize_punctuation(s, l);
+        if (!s.empty() && s.back() == U'\n') s.pop_back();
+    });
+}
+
+PyObject *py_remove_non_printing(PyObject *, PyObject *text) {
+    return on_text(text, [](U32 &s) { xlp::remove_non_printing(s); });
+}
+
+PyObject *py_lowercase(PyObject *, PyObject *args) {
+    PyObject *text;
+    const char *mode;
+    if (!PyArg_ParseTuple(args, "Us", &text, &mode)) return nullptr;
+    std::string m(mode);
+    if (m != "xlm" && m != "safe" && m != "lower") {
+        PyErr_SetString(PyExc_ValueError, "mode must be xlm, safe or lower");
+        return nullptr;
+    }
+    return on_text(text, [&m](U32 &s) {
+        s = m == "xlm" ? xlp::lowercase_xlm(s) : m == "safe" ? xlp::lowercase_safe(s) : xlp::py_lower(s);
+    });
+}
+
+PyMethodDef module_methods[] = {
+    {"normalize", py_normalize, METH_VARARGS,
+     "replace-unicode-punctuation.perl | normalize-punctuation.perl -l LANG on one line"},
+    {"remove_non_printing", py_remove_non_printing, METH_O, "remove-non-printing-char.perl on one line"},
+    {"lowercase", py_lowercase, METH_VARARGS, "lowercase(text, 'xlm'|'safe'|'lower')"},
+    {"check_lines", py_check_lines, METH_VARARGS, "check_lines(block, max_line=0) -> [(line index, problem)]"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", "xlp's native text pipeline (Moses, XLM).", -1,
+                         module_methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PipelineType.tp_name = "xlp_cli.text._native.Pipeline";
+    PipelineType.tp_basicsize = sizeof(PipelineObject);
+    PipelineType.tp_flags = Py_TPFLAGS_DEFAULT;
+    PipelineType.tp_doc = "Pipeline(lang, clean, normalize, tokenize, lowercase)";
+    PipelineType.tp_new = Pipeline_new;
+    PipelineType.tp_dealloc = reinterpret_cast<destructor>(Pipeline_dealloc);
+    PipelineType.tp_methods = Pipeline_methods;
+    if (PyType_Ready(&PipelineType) < 0) return nullptr;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return nullptr;
+    Py_INCREF(&PipelineType);
+    if (PyModule_AddObject(m, "Pipeline", reinterpret_cast<PyObject *>(&PipelineType)) < 0) {
+        Py_DECREF(&PipelineType);
+        Py_DECREF(m);
+        return nullptr;
+    }
+    return m;
+}

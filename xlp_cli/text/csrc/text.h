@@ -1,0 +1,116 @@
+// The native text pipeline: Moses punctuation normalization, non-printing character removal, the Moses
+// tokenizer (perl and sacremoses flavours) and the lowercase modes. See xlp_cli/text/pipeline.py and
+// docs/prepare.md. Text is processed as UTF-32 (one char32_t per code point); every step mirrors one
+// substitution of the original script, in the original order, with the original match semantics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "utf8.h"
+
+namespace xlp {
+
+using U32 = std::u32string;
+
+// ------------------------------------------------------------------ character tables (unicode.cpp)
+class CharSet {
+public:
+    CharSet() = default;
+    CharSet(const uint32_t *ranges, size_t n_values);  // n_values = 2 * number of ranges
+    bool has(char32_t c) const {
+        if (c < 0x10000) return (bmp_[c >> 6] >> (c & 63)) & 1;
+        return has_astral(c);
+    }
+    void add(const CharSet &other);  // union
+    void add(char32_t c);
+
+private:
+    bool has_astral(char32_t c) const;
+    std::vector<uint64_t> bmp_ = std::vector<uint64_t>(1024, 0);
+    std::vector<std::pair<char32_t, char32_t>> astral_;
+};
+
+struct Tables {
+    CharSet perl_alnum, perl_alpha, perl_n, perl_lower, perl_ll, perl_space, perl_c;
+    CharSet sac_alnum, sac_alpha, sac_n, sac_lower, sac_cjk_ko, sac_cjk_zh, sac_cjk_ja;
+    CharSet py_space, py_mn, py_cased, py_case_ignorable, latin_greek, cyrillic;
+    std::vector<char32_t> lower_bmp;                    // str.lower() of one BMP character (U+0130 excepted)
+    std::unordered_map<char32_t, char32_t> lower_astral;
+    std::vector<uint8_t> ccc_bmp;                      // canonical combining class
+    std::unordered_map<char32_t, uint8_t> ccc_astral;
+    std::unordered_map<char32_t, const uint32_t *> nfd;      // -> {length, chars...}
+    std::unordered_map<char32_t, const uint32_t *> safe_fold;  // -> {length, chars...}
+    char32_t lower(char32_t c) const {
+        if (c < 0x10000) return lower_bmp[c];
+        auto it = lower_astral.find(c);
+        return it == lower_astral.end() ? c : it->second;
+    }
+    uint8_t ccc(char32_t c) const {
+        if (c < 0x10000) return ccc_bmp[c];
+        auto it = ccc_astral.find(c);
+        return it == ccc_astral.end() ? 0 : it->second;
+    }
+};
+const Tables &tables();
+
+// The contents of nonbreaking_prefix.<lang>, or nullptr if there is no such file.
+const char *prefix_file(const std::string &lang);
+
+// UTF-8 <-> UTF-32. decode_utf8 expects valid UTF-8 (see utf8_error).
+void decode_utf8(const char *s, size_t n, U32 &out);
+void encode_utf8(const U32 &s, std::string &out);
+
+// ------------------------------------------------------------------ steps
+// replace-unicode-punctuation.perl, then normalize-punctuation.perl -l lang, on one line that ends in '\n'
+// as perl reads it (the caller appends and removes the '\n').
+void replace_unicode_punctuation(U32 &s);
+void normalize_punctuation(U32 &s, const std::string &lang);
+// remove-non-printing-char.perl: every \p{C} character -> ' '.
+void remove_non_printing(U32 &s);
+
+enum class Flavour { Perl, Sacremoses };
+
+// prefix -> 1 (nonbreaking) or 2 (#NUMERIC_ONLY#: nonbreaking before a number), as each tool reads the list.
+std::unordered_map<U32, int> load_prefixes(const std::string &lang, Flavour flavour);
+
+class Tokenizer {
+public:
+    Tokenizer(const std::string &lang, Flavour flavour);
+    // tokenizer.perl -no-escape -l lang on one chomped line (Perl), or sacremoses' MosesTokenizer(lang)
+    // .tokenize(escape=False) (Sacremoses).
+    U32 operator()(const U32 &line) const;
+
+private:
+    void pad(U32 &t) const;
+    void multidots(U32 &t, bool &markers) const;
+    void commas(U32 &t) const;
+    void apostrophes(U32 &t) const;
+    void words_perl(U32 &t) const;
+    void words_sacremoses(U32 &t) const;
+    int prefix_kind(const U32 &pre) const;
+
+    std::string lang_;
+    Flavour flavour_;
+    CharSet alnum_, alpha_;
+    const CharSet *n_, *lower_, *space_;
+    std::unordered_map<U32, int> prefixes_;  // perl: value 1 or 2 (#NUMERIC_ONLY#)
+    std::unordered_map<U32, int> sac_numeric_;  // sacremoses: prefixes with #NUMERIC_ONLY#
+};
+
+// str.lower() of CPython 3.11 (full mapping, Final_Sigma).
+U32 py_lower(const U32 &s);
+// XLM's lowercase_and_remove_accent.py on one line: rstrip, lower, NFD, drop Mn, lower.
+U32 lowercase_xlm(const U32 &s);
+// xlp's `safe` mode (docs/prepare.md): lower, fold Latin/Greek diacritics, drop Cyrillic stress marks.
+U32 lowercase_safe(const U32 &s);
+
+// s without the characters of `space` at both ends.
+U32 strip(const U32 &s, const CharSet &space);
+// Runs of Python whitespace -> one ' ', no leading or trailing space (" ".join(s.split())).
+void collapse_spaces(U32 &s);
+
+}  // namespace xlp
