@@ -34,7 +34,8 @@ STAGES: dict[str, Stage] = {
                      "xlp_cli.prepare.run:print_summary"),
     "text": Stage(("text",), "xlp_cli.text.config:TextConfig", "xlp_cli.text.filter:run", None,
                   "Clean, normalize, tokenize and lowercase text lines (stdin or INPUT) into OUTPUT: a drop-in for "
-                  "XLM's tokenize.sh.", "xlp_cli.text.filter:print_summary", in_recipes=False),
+                  "XLM's tokenize.sh.", "cat raw.en | xlp text --lang en", "xlp_cli.text.filter:print_summary",
+                  in_recipes=False),
     "bpe": Stage(("bpe", "learn"), "xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "bpe-learn",
                  "Learn BPE merge codes (fastBPE format) or a SentencePiece model from a prepared train split.",
                  "xlp bpe learn --data out/gettext --out out/bpe --codes 8000"),
@@ -67,7 +68,7 @@ STAGES: dict[str, Stage] = {
                       "xlp_cli.evaluate.run:print_summary"),
     "export": Stage(("export",), "xlp_cli.export.config:ExportConfig", "xlp_cli.export.run:run", "export",
                     "Export a pre-trained run as a Hugging Face transformers folder (config.json, weights, tokenizer.json).",
-                    in_recipes=False),
+                    "xlp export --format hf runs/xlp hf/xlp", in_recipes=False),
     "run": Stage(("run",), "xlp_cli.recipes:RunConfig", "xlp_cli.recipes:run", None,
                  "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",
                  "xlp run pipelines/demo.toml --dry-run\nxlp run pipelines/demo.toml",
