@@ -61,8 +61,8 @@ def test_lexicon_real_dictionary(runs, tmp_path, shared_data):
         _eval(runs, tmp_path / "lex3", task="lexicon", lang=["de"])
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "fr-en.test").write_text("chat\tcat\nseulement-un-mot\n", encoding="utf-8")
-    with pytest.raises(BadInput, match=r"fr-en\.test:2: expected 'word<TAB>translation'"):
+    (bad / "fr-en.test").write_text("chat\tcat\nseulement-un-mot\ntuso\t\n", encoding="utf-8")
+    with pytest.raises(BadInput, match=r"fr-en\.test:2: mostly unreadable: 2 of 3 lines"):
         _eval(runs, tmp_path / "lex4", task="lexicon", **{"dict-dir": str(bad)})
 
 

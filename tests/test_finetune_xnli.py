@@ -95,7 +95,7 @@ def test_resume_is_exact(runs, shared_data, tmp_path):
     enc_dev = xd.encode_examples(dev["en"], pre.text_encoder, "en", 64, 200)
     def go(folder: Path, epochs: int, **kw) -> None:
         folder.mkdir(exist_ok=True)
-        cfg = _cfg(runs["additive"], folder, shared_data, epochs=epochs, dropout=0.1, warmup=5, **kw)
+        cfg = _cfg(runs["additive"], folder, shared_data, epochs=epochs, dropout=0.1, warmup=3, **kw)  # < the 4-step cap below (warmup.py)
         train_one(folder, pre, [enc_tr], {"en": enc_dev}, 1e-3, 16, 7, cfg, Runtime(torch.device("cpu")))
 
     go(tmp_path / "a", 2)

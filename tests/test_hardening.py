@@ -320,8 +320,8 @@ def test_disk_full_during_a_checkpoint(tmp_path):
     logs.mkdir()
     p = _in_namespace(f"""
 mount -t tmpfs -o size=96k tmpfs {disk}
-eval $XLP pretrain --data {ids} --out {disk}/run --preset tiny --max-steps 2 --eval-every 1 --eval-batches 1 \\
-  --batch-size 4 --accumulate 1 --bptt 16 --num-threads 1 2> {logs}/err; echo $? > {logs}/rc
+eval $XLP pretrain --data {ids} --out {disk}/run --preset tiny --max-steps 2 --warmup 1 --eval-every 1 \\
+  --eval-batches 1 --batch-size 4 --accumulate 1 --bptt 16 --num-threads 1 2> {logs}/err; echo $? > {logs}/rc
 find {disk} | sort > {logs}/files
 """)
     assert p.returncode == 0, p.stderr
@@ -340,7 +340,8 @@ def test_resume_with_invalid_utf8_in_the_metrics_log(tmp_path):
     ids = synthetic(tmp_path / "ids")
     run = tmp_path / "run"
     tiny = ["--data", ids, "--out", run, "--preset", "tiny", "--eval-every", "2", "--eval-batches", "1",
-            "--batch-size", "4", "--accumulate", "1", "--bptt", "16", "--num-threads", "1", "--log-every", "1"]
+            "--batch-size", "4", "--accumulate", "1", "--bptt", "16", "--num-threads", "1", "--log-every", "1",
+            "--warmup", "1"]  # (a warm-up as long as the run is refused: train/warmup.py)
     assert run_cli("pretrain", *tiny, "--max-steps", "2").exit_code == 0
     with open(run / "metrics.jsonl", "ab") as f:
         f.write(b'{"event": "train", "step": 2, "loss": 1.0}\xff\xfe\n\x00\x9f garbage\n')

@@ -1,5 +1,6 @@
-"""`python -m xlp_cli` = the `xlp` command."""
+"""`python -m xlp_cli ...` is `xlp ...` (for environments where the `xlp` script is not on PATH)."""
 
 from xlp_cli.entry import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """The `xlp` command line. Thin: flags -> stage config -> stage run(). No logic lives here.
 
 Each stage declares its config dataclass (a light module) and its run function (imported only
-when the command runs, so `xlp --help` stays fast).
+when the command runs, so `xlp --help` stays fast). `python -m xlp_cli` is the same program.
 """
 
 from __future__ import annotations
@@ -11,15 +11,19 @@ import sys
 import typer
 
 from xlp_cli import __version__
-from xlp_cli.commands import stage_command
+from xlp_cli.commands import XlpGroup, stage_command
 from xlp_cli.entry import INTERRUPTED
 from xlp_cli.stages import STAGES
 
 app = typer.Typer(
     name="xlp",
+    cls=XlpGroup,  # usage mistakes (a typo'd flag, `--workers two`) are one line, exit 2
     help="Raw multilingual text -> pretrained multilingual Transformers, with switchable language encodings.",
+    epilog="Each command's --help lists every flag with its default and its choices, and ends with an example. "
+           "Shell completion: xlp --install-completion.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,  # plain help: no Rich markup eating "[default: ...]", no cut flag names at 80 columns
     pretty_exceptions_enable=False,
 )
 
@@ -35,7 +39,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-bpe_app = typer.Typer(help="Learn and apply BPE (fastBPE format) or SentencePiece.", no_args_is_help=True)
+bpe_app = typer.Typer(help="Learn and apply BPE (fastBPE format) or SentencePiece.", no_args_is_help=True,
+                      rich_markup_mode=None)
 app.add_typer(bpe_app, name="bpe")
 _GROUPS = {"bpe": bpe_app}
 
@@ -50,7 +55,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover
         from click import exceptions as cx
     try:
-        code = app(standalone_mode=False)  # (exceptions come to us; an exit code is returned)
+        code = app(standalone_mode=False, prog_name="xlp")  # (exceptions come to us; also under `python -m xlp_cli`)
     except cx.NoArgsIsHelpError as e:  # `xlp`, `xlp bpe`: the help, as before
         typer.echo(e.format_message())
         code = e.exit_code

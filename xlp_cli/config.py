@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xlp_cli.errors import BadInput
+from xlp_cli.errors import BadInput, did_you_mean
 
 T = TypeVar("T")
 
@@ -57,12 +57,27 @@ def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+LANG_FIELDS = {"lang", "src_lang", "tgt_lang", "train_lang"}  # language codes: `EN` is `en`, `PT-BR` is `pt-BR`
+DIRECTION_FIELDS = {"directions", "zero_shot"}                # SRC-TGT pairs: `DE-EN` is `de-en`
+
+
+def normalize_lang(code: str) -> str:
+    """A language code with its base in lower case (`EN` -> `en`); a region or script part is kept as given."""
+    i = next((k for k, ch in enumerate(code) if ch in "-_@"), len(code))
+    return code[:i].lower() + code[i:]
+
+
+def key_ref(name: str, where: str) -> str:
+    """How a message names a key: the flag on the command line, the TOML key in a file."""
+    return f"--{flag_name(name)}" if where == COMMAND_LINE else f"'{flag_name(name)}'"
+
+
 def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
     base, optional = _base_type(tp)
     if value is None:
         if optional:
             return None
-        raise BadInput(f"'{flag_name(name)}' must not be empty", path=where)
+        raise bad_key(where, name, f"{key_ref(name, where)} must not be empty")
     origin = typing.get_origin(base)
     try:
         if origin in (list, tuple):
@@ -90,14 +105,12 @@ def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
                 return False
             raise ValueError(f"expected true or false, got {value!r}")
         if base is int:
-            if isinstance(value, bool):
-                raise ValueError("expected an integer")
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError(f"expected an integer, got {value}")
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError
             return int(value)
         if base is float:
             if isinstance(value, bool):
-                raise ValueError("expected a number")
+                raise TypeError
             number = float(value)
             if not math.isfinite(number):  # nan/inf would train silently to nothing (or loop forever)
                 raise ValueError(f"expected a finite number, got {value}")
@@ -105,38 +118,92 @@ def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
         if base is Path:
             return Path(str(value)).expanduser()
         if base is str:
-            return str(value)
+            if isinstance(value, (dict, list)):
+                raise TypeError
+            if name in LANG_FIELDS:
+                return normalize_lang(str(value))
+            return str(value).lower() if name in DIRECTION_FIELDS else str(value)
         if base is dict or typing.get_origin(base) is dict:
             if not isinstance(value, dict):
                 raise ValueError("expected a table")
             return dict(value)
         return value
     except (TypeError, ValueError) as e:
-        raise BadInput(f"bad value for '{flag_name(name)}': {e}", path=where) from None
+        what = {int: "an integer", float: "a number", bool: "true or false", dict: "a table"}.get(base, "text")
+        detail = str(e) if str(e).startswith("expected") else f"expected {what}, got {value!r}"
+        raise bad_key(where, name, f"bad value for {key_ref(name, where)}: {detail}") from None
 
 
-def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config") -> T:
-    """Build `cls` from a dict whose keys are flag names (dashes) or field names. Unknown keys are an error."""
+def bad_key(where: str, key: str, message: str) -> BadInput:
+    """A BadInput at `key` of `where` ("command line", "FILE.toml" or "FILE.toml [stage] name"): with the file's
+    line number of the key when it is in the file."""
+    if where == COMMAND_LINE:
+        return BadInput(message)
+    path, context, line = locate(where, key)
+    return BadInput((context + ": " if context else "") + message, path=path, position=line)
+
+
+COMMAND_LINE = "command line"
+
+
+def locate(where: str, key: str) -> tuple[str, str, int | None]:
+    """(file, table context, line) of `key` in the TOML file that `where` names: "cfg.toml" (its top level) or
+    "recipe.toml [pretrain] xlp" / "recipe.toml [[pretrain]] xlp" (that table; the entry that names xlp)."""
+    if where == COMMAND_LINE:
+        return where, "", None
+    path, _, context = where.partition(" [")
+    context = "[" + context if context else ""
+    table = context.strip("[]").split("]")[0].strip("[]") if context else ""
+    name = context.split("]")[-1].strip() if context else ""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return where, "", None
+    blocks: list[tuple[str, int, int]] = []  # (table, first line, end line)
+    current, start = "", 0
+    for i, line in enumerate(lines):
+        head = line.strip()
+        if head.startswith("[") and "=" not in head.split("]")[0]:
+            blocks.append((current, start, i))
+            current, start = head.split("#")[0].strip().strip("[]").strip(), i
+    blocks.append((current, start, len(lines)))
+    wanted = [b for b in blocks if b[0].replace("_", "-") == table.replace("_", "-")]
+    if name and len(wanted) > 1:
+        wanted = sorted(wanted, key=lambda b: not any(f'"{name}"' in l for l in lines[b[1]:b[2]]))
+    variants = {key, key.replace("_", "-"), key.replace("-", "_")}
+    for _, a, b in wanted:
+        for i in range(a, b):
+            k = lines[i].split("=")[0].strip().strip('"').strip("'") if "=" in lines[i] else None
+            if k in variants:
+                return path, context, i + 1
+    return path, context, None
+
+
+def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config", flags: frozenset[str] = frozenset()) -> T:
+    """Build `cls` from a dict whose keys are flag names (dashes) or field names. Unknown keys are an error (with the
+    closest valid key and, in a TOML file, the line). `flags`: keys given on the command line (not in `where`)."""
     hints = field_types(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     aliases: dict[str, str] = getattr(cls, "ALIASES", {})  # old key -> field, for configs written before a rename
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         name = key.replace("-", "_")
+        at = COMMAND_LINE if key in flags else where
         if name in aliases and value is not None:
             from xlp_cli import ui
 
             ui.warn(f"{where}: '{flag_name(name)}' is now '{flag_name(aliases[name])}'; please rename it")
             name = aliases[name]
         if name not in fields:
-            valid = ", ".join(sorted(flag_name(n) for n in fields))
-            raise BadInput(f"unknown key '{key}'; valid keys: {valid}", path=where)
-        v = _coerce(name, value, hints[name], where)
+            valid = sorted(flag_name(n) for n in fields)
+            raise bad_key(at, key, f"unknown key '{key}'{did_you_mean(flag_name(name), valid)}; valid keys: {', '.join(valid)}")
+        v = _coerce(name, value, hints[name], at)
         choices = fields[name].metadata.get("choices")
         if choices and v is not None:
             for item in (v if isinstance(v, list) else [v]):
                 if item not in choices:
-                    raise BadInput(f"bad value for '{flag_name(name)}': {item!r} (choose from {', '.join(choices)})", path=where)
+                    raise bad_key(at, key, f"bad value for {key_ref(name, at)}: {item!r}{did_you_mean(str(item), choices)} "
+                                        f"(choose from {', '.join(choices)})")
         kwargs[name] = v
     try:
         cfg = cls(**kwargs)
@@ -144,7 +211,12 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config") ->
         raise BadInput(f"incomplete config: {e}", path=where) from None
     validate = getattr(cfg, "validate", None)
     if callable(validate):
-        validate()
+        try:
+            validate()
+        except BadInput as e:  # a config file's or a recipe table's mistake names where it is
+            if e.path is not None or where in (COMMAND_LINE, "config") or flags >= set(values):
+                raise
+            raise BadInput(e.message, path=where) from None
     return cfg
 
 
@@ -163,13 +235,20 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 def build(cls: type[T], config_file: str | Path | None, overrides: dict[str, Any]) -> T:
     """TOML file values, then flag overrides (None means 'not given')."""
+    values, where, flags = merge(config_file, overrides)
+    return from_dict(cls, values, where=where, flags=flags)
+
+
+def merge(config_file: str | Path | None, overrides: dict[str, Any]) -> tuple[dict[str, Any], str, frozenset[str]]:
+    """(values, where, the keys given as flags): the TOML file's keys, then the flags given (None: not given)."""
     values: dict[str, Any] = {}
-    where = "command line"
+    where = COMMAND_LINE
     if config_file is not None:
         values.update(load_toml(config_file))
         where = str(config_file)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return from_dict(cls, values, where=where)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values.update(given)
+    return values, where, frozenset(given)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

@@ -40,3 +40,11 @@ class WorkFailed(XlpError):
     """The input was fine but the work could not be done. Exit code 1."""
 
     exit_code = 1
+
+
+def did_you_mean(word: str, candidates: "list[str] | set[str] | tuple[str, ...]") -> str:
+    """' (did you mean 'x'?)' for the closest candidate to a mistyped key, flag or name; '' when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

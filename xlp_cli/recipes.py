@@ -363,8 +363,15 @@ def run(cfg: RunConfig) -> dict[str, Any]:
             comparison = node.summary or (_xnli_summary_from_disk(Path(node.cfg.out)) if task == "xnli" else None)
             if comparison:
                 break
+    reports = [str(f) for n in plan if nodes[n].stage == "evaluate" and nodes[n].status in ("ran", "skipped (done)")
+               for f in [_report_of(Path(nodes[n].cfg.out))] if f]
     return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
-            "seconds": round(time.time() - t_all, 1), "comparison": comparison}
+            "seconds": round(time.time() - t_all, 1), "comparison": comparison, "reports": reports}
+
+
+def _report_of(folder: Path) -> Path | None:
+    """The report an evaluate stage wrote (report.html, else report.md, else results.json)."""
+    return next((folder / f for f in ("report.html", "report.md", "results.json") if (folder / f).is_file()), None)
 
 
 def _xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:
@@ -392,3 +399,5 @@ def print_summary(summary: dict[str, Any]) -> None:
         from xlp_cli.evaluate.run import print_summary as eval_summary
 
         eval_summary(summary["comparison"])
+    if summary.get("reports"):
+        ui.out.print("reports:\n" + "\n".join(f"  {r}" for r in summary["reports"]), markup=False)

@@ -1,8 +1,9 @@
 """The one table of xlp's stages: the CLI commands (`cli.py`) and the recipe stages (`recipes.py`) both read it.
 
 Each entry: the command path, the config (a dataclass, or a `TaskDispatch` whose class depends on --task), the run
-function, the `stage` its manifest records (None: it writes no stage folder), its help line, an optional summary
-printer, and whether a recipe may contain it. References are "module:attr" strings, imported only when used.
+function, the `stage` its manifest records (None: it writes no stage folder), its help line, a worked example (the
+end of its --help; tests/test_cli_help.py parses it), an optional summary printer, and whether a recipe may
+contain it. References are "module:attr" strings, imported only when used.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Stage:
     run: str
     manifest: str | None
     help: str
+    example: str = ""
     summary: str | None = None
     in_recipes: bool = True
 
@@ -26,34 +28,50 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "prepare": Stage(("prepare",), "xlp_cli.prepare.config:PrepareConfig", "xlp_cli.prepare.run:run", "prepare",
                      "Extract, clean, normalize, tokenize and split raw text into Parquet shards.",
+                     "xlp prepare --source gettext --lang en,de,fr,zh --mono-from-parallel --out out/gettext\n"
+                     "xlp prepare --source text --lang en ../shared/data/commonvoice_sentences/en.sentence-collector.txt.gz "
+                     "--out out/prep-en",
                      "xlp_cli.prepare.run:print_summary"),
     "text": Stage(("text",), "xlp_cli.text.config:TextConfig", "xlp_cli.text.filter:run", None,
                   "Clean, normalize, tokenize and lowercase text lines (stdin or INPUT) into OUTPUT: a drop-in for "
-                  "XLM's tokenize.sh.", "xlp_cli.text.filter:print_summary", in_recipes=False),
+                  "XLM's tokenize.sh.", "cat raw.en | xlp text --lang en", "xlp_cli.text.filter:print_summary",
+                  in_recipes=False),
     "bpe": Stage(("bpe", "learn"), "xlp_cli.bpe.config:BpeLearnConfig", "xlp_cli.bpe.run:learn", "bpe-learn",
-                 "Learn BPE merge codes (fastBPE format) or a SentencePiece model from a prepared train split."),
+                 "Learn BPE merge codes (fastBPE format) or a SentencePiece model from a prepared train split.",
+                 "xlp bpe learn --data out/gettext --out out/bpe --codes 8000"),
     "bpe-apply": Stage(("bpe", "apply"), "xlp_cli.bpe.config:BpeApplyConfig", "xlp_cli.bpe.run:apply", "bpe-apply",
-                       "Apply codes to prepared shards: subword text and XLM-layout token ids."),
+                       "Apply codes to prepared shards: subword text and XLM-layout token ids.",
+                       "xlp bpe apply --data out/gettext --data out/bpe --out out/ids"),
     "vocab-score": Stage(("vocab-score",), "xlp_cli.vocab.config:VocabConfig", "xlp_cli.vocab.run:run", "vocab-score",
                          "Per-language token counts, monolinguality m(x) and top-K vocabularies (VLE).",
+                         "xlp vocab-score --data out/ids --out out/vocab --k 100",
                          "xlp_cli.vocab.run:print_summary"),
     "pretrain": Stage(("pretrain",), "xlp_cli.train.config:PretrainConfig", "xlp_cli.train.pretrain:run", "pretrain",
-                      "Pre-train a Transformer encoder with MLM/TLM and a chosen language encoding."),
+                      "Pre-train a Transformer encoder with MLM/TLM and a chosen language encoding.",
+                      "xlp pretrain --data out/ids --data out/vocab --out runs/xlp --lang-encoding xlp --preset tiny "
+                      "--max-steps 1500 --warmup 150"),
     "finetune": Stage(("finetune",), "xlp_cli.tasks.common:FINETUNE", "xlp_cli.finetune.run:run", "finetune",
-                      "Fine-tune a pre-trained model on a task (--task: xnli, translation, ...).",
+                      "Fine-tune a pre-trained model on a task (--task: xnli, translation, unmt).",
+                      "xlp finetune --task xnli --data runs/xlp --out ft/xlp --lang en,de,fr,zh --seeds 1,2,3\n"
+                      "xlp finetune --task translation --data out/multi30k --out mt/xlp --lang de,en,fr --lang-encoding xlp "
+                      "--preset tiny",
                       "xlp_cli.finetune.run:print_summary"),
     "translate": Stage(("translate",), "xlp_cli.tasks.translation.config:TranslateConfig",
                        "xlp_cli.tasks.translation.decode:run", None,
                        "Translate a file or stdin with a trained translation model (beam search or greedy).",
+                       'echo "Ein Hund rennt durch den Schnee." | xlp translate --model mt/xlp --src-lang de --tgt-lang en',
                        "xlp_cli.tasks.translation.decode:print_summary", in_recipes=False),
     "evaluate": Stage(("evaluate",), "xlp_cli.tasks.common:EVALUATE", "xlp_cli.evaluate.run:run", "evaluate",
-                      "Score runs (--task: xnli, translation, lexicon, analysis, ...) and write a report.",
+                      "Score runs (--task: xnli, translation, lexicon, analysis, claims) and write a report.",
+                      "xlp evaluate --task xnli --data ft/additive --data ft/xlp --out out/xnli-report\n"
+                      "xlp evaluate --task claims --data ft/additive --data ft/xlp --name additive,xlp --out out/claims",
                       "xlp_cli.evaluate.run:print_summary"),
     "export": Stage(("export",), "xlp_cli.export.config:ExportConfig", "xlp_cli.export.run:run", "export",
                     "Export a pre-trained run as a Hugging Face transformers folder (config.json, weights, tokenizer.json).",
-                    in_recipes=False),
+                    "xlp export --format hf runs/xlp hf/xlp", in_recipes=False),
     "run": Stage(("run",), "xlp_cli.recipes:RunConfig", "xlp_cli.recipes:run", None,
                  "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",
+                 "xlp run pipelines/demo.toml --dry-run\nxlp run pipelines/demo.toml",
                  "xlp_cli.recipes:print_summary", in_recipes=False),
 }
 RECIPE_STAGES = [n for n, s in STAGES.items() if s.in_recipes]

@@ -109,7 +109,7 @@ class TextEncoder:
     def load(cls, folder: Path) -> "TextEncoder":
         from xlp_cli.text.pipeline import TextPipeline
 
-        folder = Path(folder)
+        folder = Path(folder).resolve()  # the paths below are joined to it again by load_tokenizer
         tdir = folder / TOKENIZER_DIR
         meta, meta_path = saved_tokenizer(folder)
         try:

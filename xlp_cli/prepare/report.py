@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.progress import ProgressColumn, SpinnerColumn
+from rich.progress import ProgressColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -26,8 +26,19 @@ class _Rate(ProgressColumn):
         return Text(f"{rate:,.{self.digits}f} {self.unit}", style="progress.data.speed")
 
 
-def progress():
-    return ui.progress(SpinnerColumn(), _Rate(None, "docs/s"), _Rate("bytes", "MB/s", 1e6, 2))
+class _Done(ProgressColumn):
+    """Input read so far: 'bytes read/total' when the inputs are files of known size, else the records read."""
+
+    def render(self, task: Any) -> Text:
+        if task.total:
+            return Text(f"{ui.size(task.completed)}/{ui.size(task.total)}", style="progress.download")
+        return Text(f"{task.fields.get('records', 0):,} records", style="progress.download")
+
+
+def progress(total_bytes: int):
+    """The bar of `xlp prepare`: bytes of the input files read (percentage, ETA) when their size is known;
+    records read otherwise (gettext's catalog scan). Task fields: records, bytes (text bytes processed)."""
+    return ui.progress(_Rate("records", "docs/s"), _Rate("bytes", "MB/s", 1e6, 2), counts=_Done())
 
 
 # ---------------------------------------------------------------- summary
@@ -76,6 +87,6 @@ def print_summary(summary: dict[str, Any]) -> None:
                  f"skipped (bad input): {summary.get('skipped', 0):,}; warnings: {summary.get('warnings', 0)}")
     speed = (f"{summary.get('docs_per_s')} docs/s, {summary.get('mb_per_s')} MB/s"
              if summary.get("docs_per_s") is not None else "nothing to do")
-    ui.out.print(f"{summary.get('shards', 0)} shards in {summary.get('out')}  ({summary.get('seconds')} s, {speed})")
+    ui.out.print(f"{ui.plural(summary.get('shards', 0), 'shard')} in {summary.get('out')}  ({summary.get('seconds')} s, {speed})")
     if summary.get("ids"):
         ui.out.print(f"BPE: {summary.get('bpe') or 'reused'}; token ids in {summary.get('ids')}")

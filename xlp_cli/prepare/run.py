@@ -38,7 +38,7 @@ from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions, unpair_plan
 from xlp_cli.prepare.report import print_summary, progress, summary  # noqa: F401 (print_summary: the CLI's)
-from xlp_cli.prepare.splits import folder_ok
+from xlp_cli.prepare.splits import folder_ok, split_bytes
 
 STAGE = "prepare"
 _WORK = ".work"
@@ -92,6 +92,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     dropped.update(stats["dropped"])
     if not shards:
         errors.warn("no record was kept: the output holds no shard")
+    for lang in missing_langs(cfg.lang, counts):
+        errors.warn(f"--lang {lang}: the input yielded no {lang} record{_HINTS.get(cfg.source, '').format(cfg=cfg)}")
 
     manifest = artifacts.new_manifest(
         STAGE, config,
@@ -118,6 +120,19 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     result = summary(manifest, out, time.time() - t0)
     result["status"] = "resumed and finished" if stats["resumed"] else "done"
     return result
+
+
+_HINTS = {"commoncrawl": " (documents are kept by language identification with confidence >= --lid-threshold "
+                          "{cfg.lid_threshold})",
+          "gettext": " (this machine has no message catalog for it)",
+          "text": " (a file's language comes from --lang or its name, NAME.xx.txt)"}
+
+
+def missing_langs(requested: list[str], counts: dict[str, dict[str, int]]) -> list[str]:
+    """The requested languages without a kept record, monolingual or on either side of a pair."""
+    have = {part for per in counts.values() for group, n in per.items() if n for part in group.split("-")}
+    have |= {group for per in counts.values() for group, n in per.items() if n}
+    return [lang for lang in requested if lang not in have]
 
 
 def _inputs(cfg: PrepareConfig) -> list[Path]:
@@ -199,13 +214,19 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
         fin = Finalizer(work.parent, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction,
                         max_valid=cfg.max_valid, max_test=cfg.max_test, max_records=cfg.max_records,
                         shard_size=cfg.shard_size, dedup=cfg.dedup, seen=engine.hash_set())
-        with progress() as bar:
-            task = bar.add_task(f"prepare {cfg.source}", total=None, bytes=0)
+        sizes = [split_bytes(split) for split in plan]
+        read = [0] * len(plan)  # input bytes consumed per split (the reader's position; all of it at its tail)
+        with progress(sum(sizes)) as bar:
+            unit = "bytes" if sum(sizes) else "records"
+            task = bar.add_task(f"prepare {cfg.source}", total=sum(sizes) or None, records=0, bytes=0, unit=unit)
 
             def take(s: int, k: int, meta: dict[str, Any]) -> None:
                 ledger.account(plan[s], meta)  # raises on a problem with --on-error raise
                 fin.add_file(workdir.chunk_path(work, s, k))
-                bar.update(task, completed=ledger.records, bytes=ledger.bytes)
+                read[s] = sizes[s] if meta.get("tail") else meta.get("read_bytes", read[s])
+                in_bytes = unit == "bytes"
+                bar.update(task, completed=sum(read) if in_bytes else ledger.records, records=ledger.records,
+                           bytes=ledger.bytes, info=f"{ledger.records:,} records" if in_bytes else "")
 
             results = engine.results(jobs)
             for s in range(len(plan)):

@@ -8,12 +8,15 @@ of about `--chunk-size` records (a `RawPage` weighs about its number of paragrap
 - `problems` / `warnings`: what the reader reported while reading the chunk's records (`CollectedErrors`),
   which the main process reports in stream order; `fatal`: a problem that stopped the reader;
 - `tail`: set on the last chunk of a split (possibly empty), with `facts` (what `read_split` returned).
-  A split is finished when its chunk files 0..k hold a tail chunk.
+  A split is finished when its chunk files 0..k hold a tail chunk;
+- `read_bytes`: how many of the split's input bytes (compressed, as on disk) the reader had consumed (the
+  progress bar's percentage and ETA; `split_bytes` is the whole).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -28,6 +31,21 @@ from xlp_cli.text.langs import safe_folder_name
 # how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
 # paragraph per 220-1,100 characters of wikitext)
 _PAGE_CHARS = 500
+
+
+def split_bytes(split: Split) -> int:
+    """The input bytes a split stands for (0 when its inputs are not files, e.g. gettext's catalog scan)."""
+    if split.kind == "range":
+        return split.end - split.start
+    return sum(os.path.getsize(p) for p in split.paths if os.path.isfile(p))
+
+
+def read_bytes(split: Split) -> int | None:
+    """How many of the split's bytes this process's reader has consumed (None: unknown now)."""
+    from xlp_cli.prepare.sources._files import bytes_read
+
+    n = bytes_read(split.paths, split.start if split.kind == "range" else 0)
+    return None if n is None else max(0, min(n, split_bytes(split)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -82,7 +100,8 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
 
     def extra(**more: Any) -> dict[str, Any]:
         problems, warnings = errors.take()
-        return {"problems": problems, "warnings": warnings, **more}
+        done = split_bytes(split) if more.get("tail") else read_bytes(split)
+        return {"problems": problems, "warnings": warnings, **({"read_bytes": done} if done is not None else {}), **more}
 
     def records() -> Iterator:
         facts.update((yield from read_split(split, opts, errors)) or {})

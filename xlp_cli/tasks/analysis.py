@@ -12,7 +12,9 @@
           on the raw embeddings, as in the paper (no positions, no embedding LayerNorm, no biases).
     vle   VLE Figure 2 (vle runs): the histogram of the feature contributions sigmoid(W_l E_Voc_l) over all
           languages and dimensions; numbers: the share above 0.8 and below 0.2.
-Output: `analysis_<run>_<fig>.png` and `results.json` (every matrix and value).
+Output: `analysis_<run>_<fig>.png` and `results.json` (every matrix and value). Heat-maps use a colour scale
+from the smallest to the largest off-diagonal value (recorded as `color_scale`): cosines of 0.95-1.00 on a
+-1..1 scale would all look the same. Every run is loaded and checked before anything is written.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.config import opt
@@ -58,24 +61,47 @@ class AnalysisConfig(EvaluateCommon):
     head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.")
 
 
-def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> Path:
+def color_scale(matrix: np.ndarray) -> tuple[float, float]:
+    """(vmin, vmax) of a heat-map: the range of the off-diagonal cells (the diagonal is 1 by construction),
+    widened to at least 0.01 so that equal values do not divide by zero."""
+    m = np.asarray(matrix, dtype=float)
+    off = m[~np.eye(len(m), dtype=bool)] if len(m) > 1 else m.ravel()
+    lo, hi = float(np.nanmin(off)), float(np.nanmax(off))
+    if hi - lo < 0.01:
+        mid = (hi + lo) / 2
+        lo, hi = mid - 0.005, mid + 0.005
+    return lo, hi
+
+
+def text_color(rgba: tuple[float, ...]) -> str:
+    """Black on light cells, white on dark ones (relative luminance of the cell's colour)."""
+    r, g, b = rgba[:3]
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "white"
+
+
+def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> tuple[Path, tuple[float, float]]:
     plt = pyplot()
     n = len(labels)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * n + 2), max(3.5, 0.45 * n + 1.5)), dpi=110)
-    im = ax.imshow(matrix, vmin=-1, vmax=1, cmap="RdBu_r")
+    lo, hi = color_scale(matrix)
+    digits = 3 if hi - lo < 0.1 else 2
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.62 * n + 2.5), max(4.0, 0.55 * n + 1.8)), dpi=120)
+    im = ax.imshow(matrix, vmin=lo, vmax=hi, cmap="viridis")
     ax.set_xticks(range(n))
     ax.set_yticks(range(n))
-    ax.set_xticklabels(labels, rotation=90)
-    ax.set_yticklabels(labels)
+    ax.set_xticklabels(labels, rotation=90, fontsize=9)
+    ax.set_yticklabels(labels, fontsize=9)
     if n <= 16:
         for i in range(n):
             for j in range(n):
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=6)
-    fig.colorbar(im, ax=ax, fraction=0.046)
+                rgba = im.cmap(im.norm(matrix[i, j]))
+                ax.text(j, i, f"{matrix[i, j]:.{digits}f}", ha="center", va="center", fontsize=7 if n > 10 else 8,
+                        color=text_color(rgba))
+    bar = fig.colorbar(im, ax=ax, fraction=0.046)
+    bar.set_label(f"cosine (colours span {lo:.3f} to {hi:.3f}: the off-diagonal range)", fontsize=8)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     save_png(fig, path)
-    return path
+    return path, (lo, hi)
 
 
 def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
@@ -98,8 +124,8 @@ def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
         off = m[~np.eye(len(langs), dtype=bool)]
         res["words"][w] = {"matrix": m.round(4).tolist(), "mean_offdiag": float(off.mean()) if off.size else math.nan}
         if first_png is None:
-            first_png = _heatmap(m, langs, f"{run.name}: '{w}' encoded per language (XLP Fig. 4)",
-                                 out / f"analysis_{run.name}_fig4.png")
+            first_png, res["color_scale"] = _heatmap(m, langs, f"{run.name}: '{w}' encoded per language (XLP Fig. 4)",
+                                                     out / f"analysis_{run.name}_fig4.png")
     if res["words"]:
         res["mean_offdiag"] = float(np.mean([v["mean_offdiag"] for v in res["words"].values()]))
     res["png"] = first_png.name if first_png else None
@@ -120,9 +146,9 @@ def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
     for a in range(len(kw)):
         for b in range(a + 1, len(kw)):
             (within if topic[kw[a]] == topic[kw[b]] else across).append(m[a, b])
-    png = _heatmap(m, kw, f"{run.name}: topic words in English (XLP Fig. 5)", out / f"analysis_{run.name}_fig5.png")
+    png, scale = _heatmap(m, kw, f"{run.name}: topic words in English (XLP Fig. 5)", out / f"analysis_{run.name}_fig5.png")
     return {"words": kw, "matrix": m.round(4).tolist(), "within_topic": float(np.mean(within)) if within else math.nan,
-            "across_topic": float(np.mean(across)) if across else math.nan, "png": png.name}
+            "across_topic": float(np.mean(across)) if across else math.nan, "png": png.name, "color_scale": scale}
 
 
 @_no_grad
@@ -189,28 +215,42 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
 
 
 def run(cfg: AnalysisConfig) -> dict[str, Any]:
+    import torch
+
     from xlp_cli.evaluate.embeddings import load_run
 
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     names = cfg.name or []
-    results: dict[str, Any] = {"task": "analysis", "runs": {}}
-    pngs: list[str] = []
-    for i, folder in enumerate(cfg.data):
+    runs = []
+    for i, folder in enumerate(cfg.data):  # every run is loaded and checked before anything is written
         run = load_run(Path(folder), "", cfg.which)
         run.name = names[i] if names else run.encoding
-        if run.name in results["runs"]:
+        if run.name in {r.name for r in runs}:
             raise BadInput("two runs have the same name; give --name for each --data")
         run.lang_index("en")  # the words and the sentence are English
-        r = {"encoding": run.encoding, "folder": str(folder),
-             "fig4": fig4(run, cfg.words, out), "fig5": fig5(run, cfg.topic_words, out),
-             "fig2": fig2(run, cfg.sentence, cfg.head, out), "vle": vle_contributions(run, out)}
-        results["runs"][run.name] = r
-        pngs += [v["png"] for v in r.values() if isinstance(v, dict) and v.get("png")]
+        if not 0 <= cfg.head < run.model.config.n_heads:
+            raise BadInput(f"--head must be in 0..{run.model.config.n_heads - 1} ({run.name} has "
+                           f"{run.model.config.n_heads} heads)")
+        runs.append(run)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"task": "analysis", "runs": {}}
+    pngs: list[str] = []
+    with ui.progress() as bar, torch.no_grad():
+        task = bar.add_task("analysis", total=4 * len(runs))
+        for run in runs:
+            r: dict[str, Any] = {"encoding": run.encoding, "folder": str(run.folder)}
+            for key, make in (("fig4", lambda: fig4(run, cfg.words, out)), ("fig5", lambda: fig5(run, cfg.topic_words, out)),
+                              ("fig2", lambda: fig2(run, cfg.sentence, cfg.head, out)),
+                              ("vle", lambda: vle_contributions(run, out))):
+                r[key] = make()
+                bar.update(task, advance=1, info=f"{run.name} {key}")
+            results["runs"][run.name] = r
+            pngs += [v["png"] for v in r.values() if isinstance(v, dict) and v.get("png")]
     results["plots"] = pngs
     artifacts.write_json_atomic(out / "results.json", results)
+    artifacts.write_text_atomic(out / "report.md", markdown(results))
     summary: dict[str, Any] = {"task": "analysis", "out": str(out), "results": str(out / "results.json"),
-                               "plots": [str(out / p) for p in pngs]}
+                               "report_md": str(out / "report.md"), "plots": [str(out / p) for p in pngs]}
     for name, r in results["runs"].items():
         summary[f"{name} fig4 mean off-diagonal cos"] = round(r["fig4"].get("mean_offdiag", math.nan), 4)
         summary[f"{name} fig5 within/across topic cos"] = (f"{r['fig5'].get('within_topic', math.nan):.3f} / "
@@ -218,3 +258,24 @@ def run(cfg: AnalysisConfig) -> dict[str, Any]:
         if "share_above_0.8" in r["vle"]:
             summary[f"{name} vle share >0.8 / <0.2"] = f"{r['vle']['share_above_0.8']:.2f} / {r['vle']['share_below_0.2']:.2f}"
     return summary
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """report.md: each run's summary numbers and its figures (every matrix is in results.json)."""
+    lines = ["# Analysis figures (XLP Fig. 2/4/5, VLE Fig. 2)", ""]
+    for name, r in results["runs"].items():
+        lines += [f"## {name} (`{r['folder']}`)", ""]
+        f4, f5, vle = r["fig4"], r["fig5"], r["vle"]
+        if "mean_offdiag" in f4:
+            lines.append(f"- Fig. 4: mean off-diagonal cosine {f4['mean_offdiag']:.3f} over {len(f4['words'])} word(s) "
+                         f"and {len(f4['langs'])} languages (XLM: close to 1; XLP: lower, more diverse)")
+        if "within_topic" in f5:
+            lines.append(f"- Fig. 5: cosine within topics {f5['within_topic']:.3f}, across topics {f5['across_topic']:.3f}")
+        for key in ("fig2", "vle"):
+            if r[key].get("skipped"):
+                lines.append(f"- {key}: not applicable ({r[key]['skipped']})")
+        if "share_above_0.8" in vle:
+            lines.append(f"- VLE Fig. 2: share of feature gates > 0.8: {vle['share_above_0.8']:.2f}, < 0.2: "
+                         f"{vle['share_below_0.2']:.2f}")
+        lines += [""] + [f"![{name} {k}]({r[k]['png']})" for k in ("fig4", "fig5", "fig2", "vle") if r[k].get("png")] + [""]
+    return "\n".join(lines)

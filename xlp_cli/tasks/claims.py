@@ -126,7 +126,7 @@ def measure(cfg: ClaimsConfig, ft: Path, pre: Path, dict_dir: Path, out: Path, l
     for lang in [l for l in loaded.langs if l != "en"]:
         path = dict_dir / f"{lang}-en.{cfg.dict_split}"
         if path.is_file():
-            r = score_pairs(loaded, lang, read_dictionary(path, cfg.max_pairs), "raw")
+            r = score_pairs(loaded, lang, read_dictionary(path, cfg.max_pairs).pairs, "raw")
             if not math.isnan(r["mean_cos"]):
                 cos.append(r["mean_cos"])
     if cos:

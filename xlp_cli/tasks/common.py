@@ -13,7 +13,7 @@ from typing import Any
 
 from xlp_cli import config as cfgmod, tasks as registry
 from xlp_cli.config import AMP_CHOICES, FORCE_HELP, opt
-from xlp_cli.errors import BadInput
+from xlp_cli.errors import BadInput, did_you_mean
 
 
 @dataclasses.dataclass
@@ -45,6 +45,10 @@ class FinetuneCommon:
             raise BadInput("give --epochs >= 1 or --max-steps >= 1")
         if self.warmup < 0:
             raise BadInput("--warmup must be >= 0")
+        if self.max_steps and self.warmup >= self.max_steps:  # (else the engine checks it once the run's length is known)
+            from xlp_cli.train.warmup import check_warmup
+
+            check_warmup(self.warmup, self.max_steps, max(self.lr) if self.lr else None)
         if self.log_every < 1:
             raise BadInput("--log-every must be at least 1")
 
@@ -116,19 +120,22 @@ class TaskDispatch:
         base = FinetuneCommon if self.command == "finetune" else EvaluateCommon
         return next(f.default for f in dataclasses.fields(base) if f.name == "task")
 
-    def build(self, values: dict[str, Any], where: str = "config") -> Any:
-        """The task's config from flag-name (or field-name) keys."""
+    def build(self, values: dict[str, Any], where: str = "config", flags: frozenset[str] = frozenset()) -> Any:
+        """The task's config from flag-name (or field-name) keys (`flags`: those given on the command line)."""
         classes = self.classes()
         task = str(values.get("task", self.default_task()))
         if task not in classes:
-            raise BadInput(f"bad value for 'task': {task!r} (choose from {', '.join(classes)})", path=where)
+            at = cfgmod.COMMAND_LINE if "task" in flags else where
+            raise cfgmod.bad_key(at, "task", f"bad value for {cfgmod.key_ref('task', at)}: {task!r}"
+                                          f"{did_you_mean(task, list(classes))} (choose from {', '.join(classes)})")
         cls = classes[task]
         own = {f.name for f in dataclasses.fields(cls)} | set(getattr(cls, "ALIASES", {}))
         for key in values:
             name = key.replace("-", "_")
             if name not in own and any(name in {f.name for f in dataclasses.fields(c)} for c in classes.values()):
-                raise BadInput(f"'{cfgmod.flag_name(name)}' does not apply to --task {task}", path=where)
-        return cfgmod.from_dict(cls, {**values, "task": task}, where=where)
+                at = cfgmod.COMMAND_LINE if key in flags else where
+                raise cfgmod.bad_key(at, key, f"{cfgmod.key_ref(name, at)} does not apply to --task {task}")
+        return cfgmod.from_dict(cls, {**values, "task": task}, where=where, flags=flags)
 
     def fields(self) -> list[tuple[dataclasses.Field, Any, list[str]]]:
         """The union of the tasks' fields: (field, type, the tasks that have it), first occurrence wins."""

@@ -27,7 +27,7 @@ from xlp_cli.evaluate.figures import pyplot, save_png
 from xlp_cli.evaluate.render import order_langs
 from xlp_cli.tasks.common import EvaluateCommon
 
-if TYPE_CHECKING:  # torch is imported when a run is scored, not when the CLI lists the flags
+if TYPE_CHECKING:  # the config is read by `xlp --help`: torch and the models are imported only to run
     from xlp_cli.evaluate.embeddings import LoadedRun
 
 
@@ -46,28 +46,50 @@ class LexiconConfig(EvaluateCommon):
             raise BadInput("--max-pairs must be >= 0")
 
 
-def read_dictionary(path: Path, max_pairs: int = 0) -> list[tuple[str, str]]:
+@dataclasses.dataclass
+class Dictionary:
+    """The word pairs of a dictionary file and the lines that could not be read (counted, not fatal)."""
+    pairs: list[tuple[str, str]]
+    skipped: int = 0            # lines without two non-empty fields (real files have them: es-en.test:2886)
+    first_skipped: int = 0      # the line number of the first one
+    lines: int = 0              # non-empty lines read
+
+
+def read_dictionary(path: Path, max_pairs: int = 0) -> Dictionary:
+    """`word<TAB>translation` lines (space-separated also works), duplicates once. Unreadable lines are
+    skipped and counted; a file that is mostly unreadable (more than half of its lines) is bad input."""
     if not path.is_file():
         raise BadInput("no such dictionary file", path=path)
-    pairs: list[tuple[str, str]] = []
+    d = Dictionary([])
     seen: set[tuple[str, str]] = set()
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t") if "\t" in line else line.split()
-            if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-                raise BadInput("expected 'word<TAB>translation'", path=path, position=n)
-            pair = (parts[0].strip(), parts[1].strip())
-            if pair not in seen:
-                seen.add(pair)
-                pairs.append(pair)
-            if max_pairs and len(pairs) >= max_pairs:
-                break
-    if not pairs:
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if not line.strip():
+                    continue
+                d.lines += 1
+                parts = line.split("\t") if "\t" in line else line.split()
+                if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+                    d.skipped += 1
+                    d.first_skipped = d.first_skipped or n
+                    continue
+                pair = (parts[0].strip(), parts[1].strip())
+                if pair not in seen:
+                    seen.add(pair)
+                    d.pairs.append(pair)
+                if max_pairs and len(d.pairs) >= max_pairs:
+                    break
+    except UnicodeDecodeError as e:
+        raise BadInput(f"not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
+    if d.skipped * 2 > d.lines:
+        raise BadInput(f"mostly unreadable: {d.skipped} of {d.lines} lines are not 'word<TAB>translation'",
+                       path=path, position=d.first_skipped)
+    if not d.pairs:
         raise BadInput("dictionary is empty", path=path)
-    return pairs
+    if d.skipped:
+        ui.warn(f"{path}: skipped {ui.plural(d.skipped, 'line')} without two words (first: line {d.first_skipped})")
+    return d
 
 
 def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: str) -> dict[str, Any]:
@@ -121,19 +143,25 @@ def run(cfg: LexiconConfig) -> dict[str, Any]:
         raise BadInput("two runs have the same name; give --name for each --data")
     requested = cfgmod.parse_langs(cfg.lang)
     table: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        run.lang_index("en")
-        langs = requested or [l for l in run.langs if l != "en"]
-        for lang in langs:
-            run.lang_index(lang)  # a requested language without pre-training data is an error
-            path = dict_dir / f"{lang}-en.{cfg.dict_split}"
-            if not path.is_file():
-                if requested:
-                    raise BadInput(f"no dictionary for {lang}", path=path)
-                ui.warn(f"no dictionary {path.name} in {dict_dir}; {lang} is not evaluated")
-                continue
-            pairs = read_dictionary(path, cfg.max_pairs)
-            table.setdefault(run.name, {})[lang] = score_pairs(run, lang, pairs, cfg.embedding)
+    bar = ui.progress()
+    task = bar.add_task("lexicon", total=sum(len(requested or [l for l in r.langs if l != "en"]) for r in runs))
+    for run in runs:  # checked before any work: English and every requested language must be in each run
+        for lang in ["en", *requested]:
+            run.lang_index(lang)
+        for lang in requested:
+            if not (dict_dir / f"{lang}-en.{cfg.dict_split}").is_file():
+                raise BadInput(f"no dictionary for {lang}", path=dict_dir / f"{lang}-en.{cfg.dict_split}")
+    with bar:
+        for run in runs:
+            for lang in requested or [l for l in run.langs if l != "en"]:
+                path = dict_dir / f"{lang}-en.{cfg.dict_split}"
+                if not path.is_file():
+                    ui.warn(f"no dictionary {path.name} in {dict_dir}; {lang} is not evaluated")
+                    continue
+                d = read_dictionary(path, cfg.max_pairs)
+                table.setdefault(run.name, {})[lang] = {**score_pairs(run, lang, d.pairs, cfg.embedding),
+                                                        "skipped_lines": d.skipped}
+                bar.update(task, advance=1, info=f"{run.name} {lang}-en")
     if not table:
         raise BadInput("no language pair to evaluate (the runs know only English, or no dictionary matched)")
     langs_all = order_langs({l for per in table.values() for l in per})
@@ -175,18 +203,34 @@ def _f(v: float, nd: int = 1) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
 
 
+def _pairs_cell(results: dict[str, Any], lang: str) -> str:
+    """'2,955 (1 line skipped)': the dictionary pairs of a language (the same for every run)."""
+    v = next((results["runs"][r][lang] for r in results["runs"] if lang in results["runs"][r]), None)
+    if not v or lang == "avg":
+        return ""
+    skipped = v.get("skipped_lines", 0)
+    return f"{v['pairs']:,}" + (f" ({ui.plural(skipped, 'line')} skipped)" if skipped else "")
+
+
+def _cell(v: dict[str, Any] | None) -> str:
+    if not v:
+        return "-"
+    n = f" (n={v['covered_pairs']:,})" if "covered_pairs" in v else ""
+    return f"{_f(v['mean_cos'], 3)} / {_f(v['p1'])} / {_f(v['p5'])}{n}"
+
+
 def markdown(results: dict[str, Any]) -> str:
     runs = list(results["runs"])
-    header = ["pair"] + [f"{r} cos / P@1 / P@5" for r in runs]
+    header = ["pair", "dictionary pairs"] + [f"{r} cos / P@1 / P@5 (n = pairs covered)" for r in runs]
     lines = ["# Bilingual dictionary test (VLE 4.6, Table 2)", "",
              f"Dictionaries `{results['dict_dir']}/xx-en.{results['dict_split']}`; {results['embedding']} embeddings; "
-             "split words average their subwords; P@k ranks the dictionary's English words by cosine.", "",
+             "split words average their subwords; the cosine is the mean over the pairs whose two words have no "
+             "<unk> subword (n); P@k ranks the dictionary's English words by cosine. Lines of a dictionary without "
+             "two words are skipped and counted.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for l in results["langs"] + ["avg"]:
-        cells = [f"{l}-en" if l != "avg" else "avg"]
-        for r in runs:
-            v = results["runs"][r].get(l)
-            cells.append(f"{_f(v['mean_cos'], 3)} / {_f(v['p1'])} / {_f(v['p5'])}" if v else "-")
+        cells = [f"{l}-en" if l != "avg" else "avg", _pairs_cell(results, l)]
+        cells += [_cell(results["runs"][r].get(l)) for r in runs]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "![mean cosine](lexicon_cosine.png)", ""]
     return "\n".join(lines)
@@ -203,11 +247,11 @@ def rich_table(results: dict[str, Any]):
         row = [f"{l}-en" if l != "avg" else "avg"]
         for r in results["runs"]:
             v = results["runs"][r].get(l)
-            row.append(f"{_f(v['mean_cos'], 3)} / {_f(v['p1'])} / {_f(v['p5'])}" if v else "-")
+            row.append(_cell(v))
         t.add_row(*row)
     return t
 
 
 def print_summary(summary: dict[str, Any]) -> None:
     ui.out.print(rich_table(summary["table"]))
-    ui.out.print(f"results: {summary['out']}/results.json")
+    ui.out.print(f"report: {summary['report_md']}  (results: {summary['results']})")

@@ -33,6 +33,7 @@ from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, batch_too_large, is_oom, rng_state, seed_dropout, set_rng_state
 from xlp_cli.train.schedule import WarmupInverseSqrt
+from xlp_cli.train.warmup import check_warmup
 
 
 @dataclasses.dataclass
@@ -246,6 +247,9 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
         ) -> dict[str, Any]:
     """Train `model` on `objective` up to `settings.max_steps` updates in `run_dir`, resuming from its `last`."""
     run_dir = Path(run_dir)
+    warning = check_warmup(settings.warmup, settings.max_steps, settings.lr)  # refuses a warm-up >= the run
+    if warning and rt.main:
+        ui.warn(f"{settings.label}: {warning}")
     t = Trainer(objective, model, settings, run_dir, rt, dict(meta or {}))
     resumed = t.restore()
     metrics_path = run_dir / "metrics.jsonl"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import os
 import re
 import zipfile
 import zlib
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy
@@ -34,18 +35,67 @@ def compression(path: Path) -> str:
     return ""
 
 
+# ---------------------------------------------------------------- the file being read (byte-based progress)
+_READING: list[Any] = [None, None]  # [path, raw file object] of the input this process reads now
+
+
+def track(path: str | Path, raw: Any) -> Any:
+    """Note that this process now reads `path` through the raw (still compressed) file object `raw`: its
+    position is how far the reader got (`bytes_read`, the prepare progress bar's percentage)."""
+    _READING[:] = [str(path), raw]
+    return raw
+
+
+def bytes_read(paths: list[str], start: int = 0) -> int | None:
+    """Bytes of `paths` (read in order, the first from byte `start`) consumed so far by this process's reader;
+    None when it is not reading one of them now."""
+    path, raw = _READING
+    if path is None or path not in paths:
+        return None
+    try:
+        pos = raw.tell()
+    except (OSError, ValueError):  # closed
+        return None
+    i = paths.index(path)
+    return sum(os.path.getsize(p) for p in paths[:i]) + pos - start
+
+
+class _ClosesRaw:
+    """Mixin: a decompressing reader that closes the raw file it was given (the tracked one) when it closes."""
+
+    raw_file: Any = None
+
+    def close(self) -> None:
+        try:
+            super().close()  # type: ignore[misc]
+        finally:
+            if self.raw_file is not None:
+                self.raw_file.close()
+
+
+class _Gzip(_ClosesRaw, gzip.GzipFile):
+    pass
+
+
+class _Bz2(_ClosesRaw, bz2.BZ2File):
+    pass
+
+
+class _Xz(_ClosesRaw, lzma.LZMAFile):
+    pass
+
+
 def open_binary(path: Path) -> BinaryIO:
-    """A buffered binary stream of the decompressed content of `path`."""
+    """A buffered binary stream of the decompressed content of `path` (its raw position tracked: `track`)."""
     try:
         kind = compression(path)
+        raw = track(path, open(path, "rb", buffering=1 << 16))
         # (the decompressing files buffer themselves, 8 KiB at a time, so a damaged stream loses little)
-        if kind == "gz":
-            return gzip.GzipFile(path, "rb")
-        if kind == "bz2":
-            return bz2.BZ2File(path, "rb")
-        if kind == "xz":
-            return lzma.LZMAFile(path, "rb")
-        return open(path, "rb", buffering=1 << 16)
+        if not kind:
+            return raw
+        f = _Gzip(fileobj=raw, mode="rb") if kind == "gz" else (_Bz2 if kind == "bz2" else _Xz)(raw)
+        f.raw_file = raw
+        return f  # type: ignore[return-value]
     except OSError as e:
         raise BadInput(f"cannot open: {e.strerror or e}", path=path) from None
 

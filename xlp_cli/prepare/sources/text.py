@@ -16,7 +16,7 @@ from typing import Iterator
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
-from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, utf16_problem
+from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track, utf16_problem
 
 NAME = "text"
 
@@ -104,7 +104,7 @@ class _RangeLines:
         self.lines = 0
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        with open(self.path, "rb", buffering=1 << 16) as f:
+        with track(self.path, open(self.path, "rb", buffering=1 << 16)) as f:
             pos = self.start
             if pos > 0:
                 f.seek(pos - 1)

@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.records import Split
-from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem
+from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem, track
 
 NAME = "wikipedia"
 _CLOSE = b"</mediawiki>\n"
@@ -125,7 +125,7 @@ class _Chain(io.RawIOBase):
 def open_streams(split: Split) -> io.BufferedReader:
     """The decompressed XML of a split: header stream, the split's streams, `</mediawiki>` (unless the split
     runs to the end of the file, whose last stream holds it)."""
-    f = open(split.path, "rb")
+    f = track(split.path, open(split.path, "rb"))
     header = bz2.BZ2File(_Slice(f, 0, split.header))
     pages = bz2.BZ2File(_Slice(f, split.start, split.end))
     parts = [header, pages] + ([] if split.last else [io.BytesIO(_CLOSE)])

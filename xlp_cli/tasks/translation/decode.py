@@ -80,9 +80,10 @@ def read_lines(inputs: list[str]) -> list[tuple[str, int, str]]:
 
 
 def translate_ids(model: Seq2Seq, sources: list[list[int]], src_lang: int, tgt_lang: int, device: torch.device, *,
-                  beam: int, length_penalty: float, batch_size: int, max_len_a: float = 1.2, max_len_b: int = 10
-                  ) -> list[list[int]]:
-    """Hypothesis ids for each source (ids without `</s>`), batched by length, returned in input order."""
+                  beam: int, length_penalty: float, batch_size: int, max_len_a: float = 1.2, max_len_b: int = 10,
+                  done: Any = None) -> list[list[int]]:
+    """Hypothesis ids for each source (ids without `</s>`), batched by length, returned in input order.
+    `done(n)`: called after each batch with its number of sentences (a progress bar)."""
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
     for k in range(0, len(order), batch_size):
@@ -97,6 +98,8 @@ def translate_ids(model: Seq2Seq, sources: list[list[int]], src_lang: int, tgt_l
                                                      max_len_a=max_len_a, max_len_b=max_len_b)]
         for i, h in zip(rows, hyps):
             out[i] = h
+        if done is not None:
+            done(len(rows))
     return out
 
 
@@ -132,9 +135,11 @@ def run(cfg: TranslateConfig) -> dict[str, Any]:
             ids[k] = seq[:limit]
             truncated += 1
     beam = 1 if cfg.greedy else cfg.beam
-    hyps = translate_ids(model, [s.tolist() for s in ids], langs.index(cfg.src_lang), langs.index(cfg.tgt_lang),
-                         device, beam=beam, length_penalty=cfg.length_penalty, batch_size=cfg.batch_size,
-                         max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b)
+    with ui.progress() as bar:  # (a bar only on a terminal or in a log: stdout stays the translations)
+        task = bar.add_task(f"translate {cfg.src_lang}-{cfg.tgt_lang}", total=len(ids))
+        hyps = translate_ids(model, [s.tolist() for s in ids], langs.index(cfg.src_lang), langs.index(cfg.tgt_lang),
+                             device, beam=beam, length_penalty=cfg.length_penalty, batch_size=cfg.batch_size,
+                             max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, done=lambda n: bar.advance(task, n))
     seconds = time.time() - t0
     rendered = []
     for (name, lineno, text), h in zip(lines, hyps):
@@ -160,6 +165,6 @@ def run(cfg: TranslateConfig) -> dict[str, Any]:
 def print_summary(summary: dict[str, Any]) -> None:
     """On stderr: stdout may be carrying the translations."""
     if summary.get("output") == "<stdout>":
-        ui.info(f"translated {summary['sentences']} sentences in {summary['seconds']} s (beam {summary['beam']})")
+        ui.info(f"translated {ui.plural(summary['sentences'], 'sentence')} in {ui.duration(summary['seconds'])} (beam {summary['beam']})")
     else:
         ui.print_summary("xlp translate", summary)

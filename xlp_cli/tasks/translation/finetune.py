@@ -110,8 +110,9 @@ def train_one(job: Job, seed: int, run_dir: Path, rt: Runtime) -> dict[str, Any]
 
 
 def decode_pairs(model: Seq2Seq, pairs: Pairs, src_lang: int, tgt_lang: int, device: torch.device, *, beam: int,
-                 length_penalty: float, max_tokens: int = 2048) -> list[list[int]]:
-    """Hypothesis token ids for every source of `pairs`, in order (batched by length)."""
+                 length_penalty: float, max_tokens: int = 2048, done: Any = None) -> list[list[int]]:
+    """Hypothesis token ids for every source of `pairs`, in order (batched by length). `done(n)`: called after
+    each batch with its number of sentences (a progress bar)."""
     out: list[list[int] | None] = [None] * len(pairs)
     lens = np.array([len(s) for s in pairs.src])
     order = np.argsort(lens, kind="stable")
@@ -131,6 +132,8 @@ def decode_pairs(model: Seq2Seq, pairs: Pairs, src_lang: int, tgt_lang: int, dev
         for j, h in zip(rows, hyps):
             out[int(j)] = h
         i += n
+        if done is not None:
+            done(len(rows))
     return out  # type: ignore[return-value]
 
 
@@ -146,17 +149,18 @@ def _decode_and_score(job: Job, seed: int, run_dir: Path, model: Seq2Seq, device
                "best_valid_nll": result["best_score"],
                "lr": lr_peak, "bleu": {}, "directions": job.directions, "zero_shot": job.zero_shot,
                "lowercased": job.lowercased}
-    for split, corpus in (("valid", job.valid_all), ("test", job.test_all)):
-        refs = References(job.prep_dir, split)
-        for d in job.eval_dirs:
-            pairs = serve(corpus, d)
-            if pairs is None:
-                continue
-            pairs = pairs.take(cfg.max_eval_sentences)
+    sets = [(split, d, refs, pairs.take(cfg.max_eval_sentences))
+            for split, corpus in (("valid", job.valid_all), ("test", job.test_all))
+            for refs in [References(job.prep_dir, split)] for d in job.eval_dirs
+            for pairs in [serve(corpus, d)] if pairs is not None]
+    with ui.progress() as bar:
+        task = bar.add_task(f"translation: decoding ({run_dir.name})", total=sum(len(p) for *_, p in sets))
+        for split, d, refs, pairs in sets:
             s, t = split_direction(d)
             src = [a[: job.max_src] for a in pairs.src]
-            hyps = decode_pairs(model, Pairs(s, t, pairs.ids, src, pairs.tgt), li[s], li[t], device,
-                                beam=cfg.beam, length_penalty=cfg.length_penalty)
+            bar.update(task, info=f"{split} {d}")
+            hyps = decode_pairs(model, Pairs(s, t, pairs.ids, src, pairs.tgt), li[s], li[t], device, beam=cfg.beam,
+                                length_penalty=cfg.length_penalty, done=lambda n: bar.advance(task, n))
             rows = prediction_rows(job.codec, pairs, hyps, refs)
             write_predictions(run_dir / "predictions" / f"{split}.{d}.jsonl", rows)
             results["bleu"].setdefault(split, {})[d] = quick_bleu(rows, job.lowercased)

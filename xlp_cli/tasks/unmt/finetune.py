@@ -39,7 +39,7 @@ from xlp_cli.train.sentences import SentenceStream
 
 
 def translate_set(model: Seq2Seq | None, data: UnmtData, pairs: Pairs, refs: Any, index: dict[str, int],
-                  device: torch.device, cfg: UnmtConfig, beam: int | None = None) -> list[dict[str, Any]]:
+                  device: torch.device, cfg: UnmtConfig, beam: int | None = None, done: Any = None) -> list[dict[str, Any]]:
     """Prediction rows of one direction (`model` None: the word-for-word copy of the source)."""
     if model is None:  # the source text itself (not its ids, which may hold <unk>) is the hypothesis
         rows = prediction_rows(data.codec, pairs, [list(map(int, s)) for s in pairs.src], refs)
@@ -52,7 +52,7 @@ def translate_set(model: Seq2Seq | None, data: UnmtData, pairs: Pairs, refs: Any
         limit = min(cfg.max_len, model.max_source_len() - 1)
         src = Pairs(pairs.src_lang, pairs.tgt_lang, pairs.ids, [s[:limit] for s in pairs.src], pairs.tgt)
         hyps = decode_pairs(model, src, index[pairs.src_lang], index[pairs.tgt_lang], device,
-                            beam=cfg.beam if beam is None else beam, length_penalty=cfg.length_penalty)
+                            beam=cfg.beam if beam is None else beam, length_penalty=cfg.length_penalty, done=done)
     return prediction_rows(data.codec, pairs, hyps, refs)
 
 
@@ -76,9 +76,16 @@ def validator(data: UnmtData, index: dict[str, int], cfg: UnmtConfig, rt: Runtim
 def score_splits(model: Seq2Seq | None, data: UnmtData, run_dir: Path, index: dict[str, int], device: torch.device,
                  cfg: UnmtConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for split, sets in (("valid", data.valid), ("test", data.test)):
-        for d, (pairs, refs) in sets.items():
-            rows = translate_set(model, data, pairs.take(cfg.max_eval_sentences), refs, index, device, cfg)
+    sets = [(split, d, pairs.take(cfg.max_eval_sentences), refs)
+            for split, by_direction in (("valid", data.valid), ("test", data.test))
+            for d, (pairs, refs) in by_direction.items()]
+    with ui.progress() as bar:
+        task = bar.add_task(f"unmt: decoding ({run_dir.name})", total=sum(len(p) for _, _, p, _ in sets))
+        for split, d, pairs, refs in sets:
+            bar.update(task, info=f"{split} {d}")
+            rows = translate_set(model, data, pairs, refs, index, device, cfg, done=lambda n: bar.advance(task, n))
+            if model is None:
+                bar.advance(task, len(pairs))
             write_predictions(run_dir / "predictions" / f"{split}.{d}.jsonl", rows)
             out.setdefault(split, {})[d] = quick_bleu(rows, data.codec.lowercases)
     return out

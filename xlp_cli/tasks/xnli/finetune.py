@@ -34,6 +34,7 @@ from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
 from xlp_cli.tasks.common import print_seed_table
 from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
 from xlp_cli.tasks.xnli import data as xd
+from xlp_cli.tasks.xnli.groups import build as build_groups
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
 from xlp_cli.evaluate.render import XNLI_LANGS
@@ -113,67 +114,17 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     cache = cfg.out / "encoded"
     max_total = pre.config.n_positions - pre.prefix_len
 
-    def enc(split: str, lang: str, rows: list[xd.Example]) -> xd.Encoded:
-        return xd.cached_encode(cache / f"{split}.{lang}", rows, pre.text_encoder, lang, cfg.max_len, max_total)
+    bar = ui.progress()
+    encoding = bar.add_task("xnli: encoding examples", total=None)
 
-    ui.info(f"finetune xnli ({cfg.setting}): encoding examples with the run's text pipeline ...")
-    groups: list[dict[str, Any]] = []  # one per trained model family: {name, train, select, test}
-    skipped_rows = 0
-    if cfg.setting == "transfer":
-        tl = cfg.train_lang
-        tr, skipped_rows = xd.read_tsv(train_file, default_lang=tl, langs={tl})
-        rows = tr.get(tl, [])
-        if not rows:
-            raise BadInput(f"no training rows in language {tl!r}", path=train_file)
-        if cfg.max_train_rows:
-            rows = rows[: cfg.max_train_rows]
-        sel_langs = [tl] if cfg.select_on == "train" else [l for l in langs if l in dev]
-        if not sel_langs or not all(l in dev for l in sel_langs):
-            raise BadInput(f"no {tl!r} dev rows to select on", path=dev_file)
-        groups.append({
-            "name": "transfer",
-            "train": [enc("train", cfg.train_lang, rows)],
-            "select": {l: enc("dev", l, dev[l]) for l in sel_langs},
-            "predict": {l: {"dev": enc("dev", l, dev[l]) if l in dev else None, "test": enc("test", l, test[l])} for l in langs},
-        })
-    else:
-        for lang in langs:
-            if cfg.translated_train:
-                path = Path(cfg.translated_train.replace("{lang}", lang))
-                tr, s = xd.read_tsv(path, default_lang=lang, langs={lang})
-                skipped_rows += s
-                rows = tr.get(lang, [])
-                if not rows:
-                    raise BadInput(f"no training rows for {lang}", path=path)
-                sel_rows = dev.get(lang, [])
-                source = str(path)
-            else:
-                rows, sel_rows = xd.holdout_split(dev.get(lang, []))
-                source = f"{dev_file} (90% of the {lang} dev set: translated training data substitute)"
-            if cfg.max_train_rows:
-                rows = rows[: cfg.max_train_rows]
-            if not rows or not sel_rows:
-                raise BadInput(f"no translate-train data for {lang} (train {len(rows)} rows, selection {len(sel_rows)} rows)",
-                               path=dev_file)
-            sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
-            train = enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)
-            tst = enc("test", lang, test[lang])
-            if plug_in:
-                plang = pair_language(cfg, lang, langs)
-                if cfg.translated_train:
-                    ppath = Path(cfg.translated_train.replace("{lang}", plang))
-                    ptrain = xd.read_tsv(ppath, default_lang=plang, langs={plang})[0].get(plang, [])
-                else:
-                    ppath, ptrain = dev_file, dev.get(plang, [])
-                for name, e, mine, others, where in (("train", train, rows, ptrain, ppath),
-                                                     ("select", sel, sel_rows, dev.get(plang, []), dev_file),
-                                                     ("test", tst, test[lang], test.get(plang, []), test_file)):
-                    e.pair = enc(f"{name}-pair-of-{lang}", plang, xd.pair_examples(mine, others, where))
-                source += f"; plug-in pairs: {plang}"
-            groups.append({
-                "name": lang, "source": source, "train": [train], "select": {lang: sel},
-                "predict": {lang: {"dev": sel, "test": tst}},
-            })
+    def enc(split: str, lang: str, rows: list[xd.Example]) -> xd.Encoded:
+        e = xd.cached_encode(cache / f"{split}.{lang}", rows, pre.text_encoder, lang, cfg.max_len, max_total)
+        bar.update(encoding, advance=len(rows), info=f"{split} {lang}")
+        return e
+
+    with bar:
+        groups, skipped_rows = build_groups(cfg, langs, dev, test, {"train": train_file, "dev": dev_file, "test": test_file},
+                                            enc, lambda n: bar.update(encoding, total=n))
 
     # grid x seeds
     results: dict[str, Any] = {"groups": {}}
@@ -183,14 +134,15 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
         results["groups"][g["name"]] = {"grid": found["grid"], "selected": found["selected"],
                                         "source": g.get("source", str(train_file))}
         # predictions of the selected point's best checkpoint, per seed
-        for seed in cfg.seeds:
-            model = ckpt.load_model(found["best"][seed], rt.device)
-            for lang, splits in g["predict"].items():
-                for split, e in splits.items():
-                    if e is None:
-                        continue
+        sets = [(lang, split, e) for lang, splits in g["predict"].items() for split, e in splits.items() if e is not None]
+        with ui.progress() as bar:
+            task = bar.add_task(f"xnli: predicting ({g['name']})", total=len(cfg.seeds) * sum(len(e) for *_, e in sets))
+            for seed in cfg.seeds:
+                model = ckpt.load_model(found["best"][seed], rt.device)
+                for lang, split, e in sets:
                     write_predictions(cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl",
                                       model, e, LangIds([e], pre.lang_index), rt.device, cfg.eval_batch_size)
+                    bar.update(task, advance=len(e), info=f"seed {seed} {split} {lang}")
 
     summary = summarize(cfg, pre, langs, results, skipped_rows)
     artifacts.write_json_atomic(cfg.out / "results.json", summary)
@@ -202,17 +154,6 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     manifest["counts"] = {"skipped_unlabelled_rows": skipped_rows}
     artifacts.write_manifest(cfg.out, manifest)
     return summary
-
-
-def pair_language(cfg: XnliConfig, lang: str, langs: list[str]) -> str:
-    """The language of the translations paired with `lang`'s examples (plug-in)."""
-    if lang != cfg.plug_in_lang:
-        return cfg.plug_in_lang
-    others = [l for l in langs if l != lang]
-    if not others:
-        raise BadInput(f"--veco plug-in: '{lang}' is the --plug-in-lang and no other test language is left to pair "
-                       "its examples with; add one to --lang")
-    return others[0]
 
 
 def write_predictions(path: Path, model: SequenceClassifier, enc: xd.Encoded, langs: LangIds, device: torch.device, bs: int) -> None:

@@ -19,7 +19,7 @@ from rich.table import Table
 from xlp_cli import artifacts
 from xlp_cli.evaluate.figures import plot_curves, pyplot, save_png
 from xlp_cli.evaluate.render import html_page, markdown_table
-from xlp_cli.tasks.xnli.scores import fmt_cell
+from xlp_cli.tasks.xnli.scores import fmt_cell, rows_note, toy_note
 
 
 # ---------------------------------------------------------------- pre-training curves
@@ -122,8 +122,17 @@ def rich_table(scores: dict[str, Any], title: str, gap_label: str = "gap (Table 
 
 NOTE = ("Accuracy (%) per language in the XLP paper's Table 1 order, then the average and the cross-lingual "
         "transfer gap (Table 3: English minus the average of the other languages; lower is better). "
-        "Cells are mean ± std over seeds. ▲/▼ marks a difference to the baseline only when it exceeds the "
-        "seed spread (|Δ| > std_run + std_baseline, both with at least 2 seeds).")
+        "Cells are mean ± std over seeds. ▲ marks a result better than the baseline's, ▼ a worse one (for the gap, "
+        "▲ is a smaller gap), only where the difference exceeds the seed spread (|Δ| > std_run + std_baseline, "
+        "both runs with at least 2 seeds); no mark: no difference beyond the spread, or fewer than 2 seeds.")
+
+
+def notes(scores: dict[str, Any], split: str, label: str = "XNLI", note: str = NOTE) -> list[str]:
+    """The paragraphs above the table: the toy-scale warning (if any), the split and rows (XNLI's scores say how
+    many), the legend."""
+    if label != "XNLI":  # another task with this layout (POS): its own legend
+        return ["", f"{label} {split} split.", note]
+    return [toy_note(scores), f"XNLI {split} split. " + rows_note(scores, split), note]
 
 
 # ---------------------------------------------------------------- report
@@ -146,7 +155,9 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
     scores["valid_curves"] = {k: v for k, v in curves.items()}
 
     header, rows = table_rows(scores)
-    md = [f"# {title}", "", f"{label} {split} split. " + note, "", markdown_table(header, rows), ""]
+    intro = notes(scores, split, label, note)
+    md = [f"# {title}", ""] + ([f"**{intro[0]}**", ""] if intro[0] else []) + [" ".join(intro[1:]), "",
+                                                                               markdown_table(header, rows), ""]
     md += ["## Runs", ""]
     for name, r in scores["runs"].items():
         md.append(f"- **{name}**: {r['n_seeds']} seed(s); " + ", ".join(f"`{f}`" for f in r["folders"]))
@@ -160,7 +171,7 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
     esc = html.escape
     runs = [f"<b>{esc(n)}</b>: {r['n_seeds']} seed(s); " + ", ".join(f"<code>{esc(f)}</code>" for f in r["folders"])
             for n, r in scores["runs"].items()]
-    html_doc = html_page(title, f"{label} {split} split. " + note, [("", header, rows)], [("Runs", runs)], pngs)
+    html_doc = html_page(title, " ".join(p for p in intro if p), [("", header, rows)], [("Runs", runs)], pngs)
     artifacts.write_text_atomic(out / "report.html", html_doc)
     results = {"task": task, "split": split, **scores, "plots": [p.name for _, p in pngs]}
     artifacts.write_json_atomic(out / "results.json", results)

@@ -7,6 +7,10 @@ never copied from the fine-tuning summary, so a hand-made predictions file gives
 Several folders may share a run name (`--name`): their seeds are pooled. A difference to the baseline
 run is marked only when both runs have at least two seeds and |mean_a - mean_b| > std_a + std_b
 (the two +-1 std intervals do not overlap).
+
+Honesty: each number says how many rows it was computed on (`rows`; `eval_caps`: a fine-tuning run's
+--max-eval-rows), and a score inside the 95% binomial interval of chance (1/3, for its rows) is "at chance":
+when that holds for at least half of a run's languages, the report calls the comparison toy-scale.
 """
 
 from __future__ import annotations
@@ -66,6 +70,14 @@ def accuracy_of_file(path: Path) -> tuple[float, int]:
     return 100.0 * correct / total, total
 
 
+def at_chance(accuracy: float, rows: int) -> bool:
+    """Whether an accuracy (%) on `rows` three-way examples is within the 95% binomial interval of 1/3."""
+    if rows <= 0 or math.isnan(accuracy):
+        return False
+    p = 1 / 3
+    return abs(accuracy / 100 - p) <= 1.96 * math.sqrt(p * (1 - p) / rows)
+
+
 @dataclass
 class RunScores:
     """Accuracy per seed and language for one named run (possibly pooled from several folders)."""
@@ -76,6 +88,7 @@ class RunScores:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
     encoding: str = ""
     pretrain_runs: list[Path] = field(default_factory=list)
+    eval_caps: list[int] = field(default_factory=list)   # --max-eval-rows of each folder (0: all rows)
 
     def langs(self) -> set[str]:
         return {l for per in self.acc.values() for l in per}
@@ -125,6 +138,7 @@ def collect(data: list[Path], names: list[str], split: str, task: str = "xnli",
         run = runs.setdefault(name, RunScores(name=name))
         run.folders.append(folder)
         run.encoding = run.encoding or str(manifest.get("encoding", ""))
+        run.eval_caps.append(int(manifest.get("config", {}).get("max-eval-rows") or 0))
         for up in manifest.get("upstream", []) or []:
             if isinstance(up, dict) and up.get("stage") == "pretrain":
                 run.pretrain_runs.append(Path(up["path"]))
@@ -179,7 +193,11 @@ def score(runs: list[RunScores], langs: list[str] | None = None, baseline: str =
             "avg": {"mean": am, "std": asd, "n": len(avgs), "seeds": avgs},
             "gap": {"mean": gm, "std": gsd, "n": len(gaps), "seeds": gaps},
             "rows": {l: max((rw.get(l, 0) for rw in r.rows.values()), default=0) for l in table_langs},
+            "eval_cap": max(r.eval_caps, default=0),
         }
+        row = out["runs"][r.name]
+        row["at_chance"] = [l for l in table_langs if row["acc"][l]["n"] and at_chance(row["acc"][l]["mean"], row["rows"][l])]
+    out["toy_scale"] = [name for name, row in out["runs"].items() if len(row["at_chance"]) * 2 >= len(table_langs)]
 
     base = out["runs"][base_name]
     for name, r in out["runs"].items():
@@ -203,8 +221,33 @@ def fmt_cell(stat: dict[str, Any], mark: dict[str, Any] | None = None, *, lower_
     text = f"{m:.1f}" + (f" ± {s:.1f}" if n >= 2 else "")
     if mark and mark.get("marked"):
         better = (mark["diff"] < 0) if lower_is_better else (mark["diff"] > 0)
-        text += " ▲" if better else " ▼"
+        text += " ▲" if better else " ▼"  # ▲ better than the baseline, ▼ worse (the gap: smaller is better)
     return text
+
+
+def rows_note(scores: dict[str, Any], split: str) -> str:
+    """How many rows each number is computed on, and whether that is the whole split."""
+    counts = sorted({n for r in scores["runs"].values() for n in r["rows"].values() if n})
+    if not counts:
+        return ""
+    n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}"
+    caps = sorted({r["eval_cap"] for r in scores["runs"].values() if r.get("eval_cap")})
+    text = f"Each accuracy is computed on {n} {split} rows per language and seed"
+    if caps:
+        text += (f": the first rows only, capped by --max-eval-rows {', '.join(map(str, caps))} at fine-tuning, not the "
+                 f"whole {split} file (XNLI has 5,010 test and 2,490 dev rows per language; the default 0 scores all)")
+    return text + "."
+
+
+def toy_note(scores: dict[str, Any]) -> str:
+    """A warning line when most scores of a run are at chance (empty otherwise)."""
+    runs = scores.get("toy_scale") or []
+    if not runs:
+        return ""
+    parts = [f"{name}: {len(scores['runs'][name]['at_chance'])} of {len(scores['langs'])} languages" for name in runs]
+    return ("TOY SCALE: most scores are at chance level (33.3%, within the 95% binomial interval for their rows) ("
+            + "; ".join(parts) + "). These numbers show that the pipeline runs, not which encoding is better; "
+            "train longer and on more data (docs/recipes.md) for a real comparison.")
 
 
 # ---------------------------------------------------------------- `xlp evaluate --task xnli`
@@ -216,14 +259,17 @@ def run(cfg: Any) -> dict[str, Any]:
     scores = score(runs, cfgmod.parse_langs(cfg.lang), cfg.baseline)
     title = cfg.title or "XNLI comparison: " + " vs ".join(scores["runs"])
     paths = report.write_report(cfg.out, scores, title=title, split=cfg.split)
-    return {"task": "xnli", "out": str(cfg.out), "title": title, "scores": scores, **paths}
+    return {"task": "xnli", "out": str(cfg.out), "title": title, "split": cfg.split, "scores": scores, **paths}
 
 
 def print_summary(summary: dict[str, Any]) -> None:
     """The terminal view: the comparison table, its note and where the report is."""
     from xlp_cli import ui
-    from xlp_cli.tasks.xnli.report import NOTE, rich_table
+    from xlp_cli.tasks.xnli.report import notes, rich_table
 
-    ui.out.print(rich_table(summary["scores"], summary.get("title", "XNLI")))
-    ui.out.print(NOTE, style="dim", soft_wrap=True)
+    scores = summary["scores"]
+    if toy_note(scores):
+        ui.out.print(toy_note(scores), style="bold yellow", soft_wrap=True, markup=False)
+    ui.out.print(rich_table(scores, summary.get("title", "XNLI")))
+    ui.out.print(" ".join(notes(scores, summary.get("split", "test"))[1:]), style="dim", soft_wrap=True, markup=False)
     ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")

@@ -19,13 +19,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xlp_cli import ui
+from xlp_cli import artifacts, ui
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import N_SPECIAL
 from xlp_cli.train.data import Batch, PretrainData, valid_batches
 from xlp_cli.train.masking import mask_scores, mask_tokens
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
+
+
+def _stream_tokens(paths: list[Any]) -> int:
+    """Tokens of a language's stream in these id shards (each sentence and its </s>)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    return sum(int(pc.sum(pc.list_value_length(pq.read_table(p, columns=["ids"])["ids"])).as_py() or 0)
+               + pq.read_metadata(p).num_rows for p in paths)
 
 
 def lang_scores(nll: float, correct: int, n: int) -> dict[str, Any]:
@@ -70,12 +79,21 @@ class MaskedLM(Objective):
         vocab_size = len(inputs.dictionary)
         valid: dict[str, list[Batch]] = {}
         if rt.main:
+            short: dict[str, int] = {}  # languages whose whole valid split is shorter than one window: tokens
             for i, lang in enumerate(inputs.langs):
                 b = valid_batches(inputs.ids_dir, lang, i, cfg.bptt, cfg.batch_size, cfg.eval_batches, vocab_size)
                 if b:
                     valid[lang] = b
+                elif artifacts.shard_paths(inputs.ids_dir / "valid" / lang):
+                    short[lang] = _stream_tokens(artifacts.shard_paths(inputs.ids_dir / "valid" / lang))
                 else:
                     ui.warn(f"no valid split for '{lang}' in {inputs.ids_dir}: it is not validated")
+            if short and not valid:  # a run that can never be validated: `best` would be a guess
+                raise BadInput(f"--bptt {cfg.bptt} is longer than the whole valid split of every language (the "
+                               f"largest has {max(short.values())} tokens): nothing would be validated; lower --bptt "
+                               f"to at most {max(short.values())}, or prepare more data", path=inputs.ids_dir / "valid")
+            for lang, n in short.items():
+                ui.warn(f"the valid split of '{lang}' has {n} tokens, fewer than --bptt {cfg.bptt}: it is not validated")
         weights = mask_scores(np.asarray(inputs.dictionary.counts, dtype=np.int64), cfg.sample_alpha)
         return cls(cfg, inputs, valid, inputs.langs, vocab_size, weights, rt)
 
