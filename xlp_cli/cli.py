@@ -50,10 +50,7 @@ for _stage, _spec in STAGES.items():  # the one stage table (stages.py)
 
 def main() -> None:
     """Run the command line; a usage mistake (an unknown flag or command, `--workers two`) is one line, exit 2."""
-    try:
-        from typer._click import exceptions as cx  # (Typer >= 0.2x carries its own click)
-    except ImportError:  # pragma: no cover
-        from click import exceptions as cx
+    from typer._click import exceptions as cx  # Typer (pinned) carries its own click; tests/test_deps.py
     try:
         code = app(standalone_mode=False, prog_name="xlp")  # (exceptions come to us; also under `python -m xlp_cli`)
     except cx.NoArgsIsHelpError as e:  # `xlp`, `xlp bpe`: the help, as before

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, recipe_tasks, stages, ui
+from xlp_cli import artifacts, config as cfgmod, recipe_report, recipe_tasks, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
 from xlp_cli.tasks import TASKS
@@ -360,44 +360,10 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         node = nodes[n]
         task = getattr(node.cfg, "task", "")
         if node.stage == "evaluate" and task in ("xnli", "xtreme") and node.status in ("ran", "skipped (done)"):
-            comparison = node.summary or (_xnli_summary_from_disk(Path(node.cfg.out)) if task == "xnli" else None)
+            comparison = node.summary or (recipe_report.xnli_summary_from_disk(Path(node.cfg.out)) if task == "xnli" else None)
             if comparison:
                 break
     reports = [str(f) for n in plan if nodes[n].stage == "evaluate" and nodes[n].status in ("ran", "skipped (done)")
-               for f in [_report_of(Path(nodes[n].cfg.out))] if f]
+               for f in [recipe_report.report_of(Path(nodes[n].cfg.out))] if f]
     return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
             "seconds": round(time.time() - t_all, 1), "comparison": comparison, "reports": reports}
-
-
-def _report_of(folder: Path) -> Path | None:
-    """The report an evaluate stage wrote (report.html, else report.md, else results.json)."""
-    return next((folder / f for f in ("report.html", "report.md", "results.json") if (folder / f).is_file()), None)
-
-
-def _xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:
-    import json
-
-    path = out / "results.json"
-    if not path.is_file():
-        return None
-    res = json.loads(path.read_text(encoding="utf-8"))
-    return {"task": "xnli", "title": "XNLI comparison: " + " vs ".join(res.get("runs", {})), "scores": res,
-            "report_html": str(out / "report.html"), "report_md": str(out / "report.md"), "results": str(path)}
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    t = Table(title=f"xlp run {summary['recipe']}" + (" (dry run)" if summary.get("dry_run") else ""))
-    for c in ("stage", "status", "seconds", "out"):
-        t.add_column(c, justify="right" if c == "seconds" else "left")
-    for s in summary["stages"]:
-        t.add_row(s["stage"], s["status"], f"{s['seconds']:.1f}" if s["status"] == "ran" else "", s["out"])
-    ui.out.print(t)
-    ui.out.print(f"total {summary['seconds']:.1f} s")
-    if summary.get("comparison"):
-        from xlp_cli.evaluate.run import print_summary as eval_summary
-
-        eval_summary(summary["comparison"])
-    if summary.get("reports"):
-        ui.out.print("reports:\n" + "\n".join(f"  {r}" for r in summary["reports"]), markup=False)

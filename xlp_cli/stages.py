@@ -51,7 +51,7 @@ STAGES: dict[str, Stage] = {
                       "xlp pretrain --data out/ids --data out/vocab --out runs/xlp --lang-encoding xlp --preset tiny "
                       "--max-steps 1500 --warmup 150"),
     "finetune": Stage(("finetune",), "xlp_cli.tasks.common:FINETUNE", "xlp_cli.finetune.run:run", "finetune",
-                      "Fine-tune a pre-trained model on a task (--task: xnli, translation, unmt).",
+                      "Fine-tune a pre-trained model on a task (--task: one of the task registry's, listed below).",
                       "xlp finetune --task xnli --data runs/xlp --out ft/xlp --lang en,de,fr,zh --seeds 1,2,3\n"
                       "xlp finetune --task translation --data out/multi30k --out mt/xlp --lang de,en,fr --lang-encoding xlp "
                       "--preset tiny",
@@ -62,7 +62,7 @@ STAGES: dict[str, Stage] = {
                        'echo "Ein Hund rennt durch den Schnee." | xlp translate --model mt/xlp --src-lang de --tgt-lang en',
                        "xlp_cli.tasks.translation.decode:print_summary", in_recipes=False),
     "evaluate": Stage(("evaluate",), "xlp_cli.tasks.common:EVALUATE", "xlp_cli.evaluate.run:run", "evaluate",
-                      "Score runs (--task: xnli, translation, lexicon, analysis, claims) and write a report.",
+                      "Score runs (--task: one of the task registry's, listed below) and write a report.",
                       "xlp evaluate --task xnli --data ft/additive --data ft/xlp --out out/xnli-report\n"
                       "xlp evaluate --task claims --data ft/additive --data ft/xlp --name additive,xlp --out out/claims",
                       "xlp_cli.evaluate.run:print_summary"),
@@ -72,7 +72,7 @@ STAGES: dict[str, Stage] = {
     "run": Stage(("run",), "xlp_cli.recipes:RunConfig", "xlp_cli.recipes:run", None,
                  "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",
                  "xlp run pipelines/demo.toml --dry-run\nxlp run pipelines/demo.toml",
-                 "xlp_cli.recipes:print_summary", in_recipes=False),
+                 "xlp_cli.recipe_report:print_summary", in_recipes=False),
 }
 RECIPE_STAGES = [n for n, s in STAGES.items() if s.in_recipes]
 

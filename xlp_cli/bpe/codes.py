@@ -159,6 +159,14 @@ class BpeCodec:
         return sub_lines, np.frombuffer(flat, np.int32), np.frombuffer(offsets, np.int32)
 
 
+def read_merges(path: Path) -> list[tuple[str, str]]:
+    """The (left, right) merges of a fastBPE codes file in order, once the native loader has checked the file
+    (a bad line is a one-line error naming it)."""
+    BpeCodec(path)
+    pairs = [line.split(" ") for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    return [(p[0], p[1]) for p in pairs]
+
+
 def subword_counts(word_counts: Iterable[tuple[str, int]], codec: BpeCodec) -> list[tuple[str, int]]:
     """The fastBPE vocab of a corpus after BPE (what `fast getvocab` prints on the applied text), computed
     from word counts: count desc, then token byte order."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli import special_ids
-from xlp_cli.bpe.codes import read_codes
+from xlp_cli.bpe.codes import read_merges
 
 SUFFIX = "</w>"
 NOT_EXPRESSED = [
@@ -58,7 +58,7 @@ def build(codes: Path, words: list[str], lowercase: str) -> tuple[dict[str, Any]
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(specials)}
     for i, w in enumerate(words[len(specials):], start=len(specials)):
         vocab.setdefault(hf_token(w), i)
-    merges = [(m.left, m.right) for m in read_codes(codes)]
+    merges = read_merges(codes)
     missing = 0
     for a, b in merges:  # the BPE model needs every merge's parts and result (each with its own id)
         for tok in (a, b, a + b):
