@@ -1,7 +1,7 @@
 """`--engine ray` on a real 2-CPU local Ray cluster: byte-identical to the local engine, resume after a
 kill, a killed Ray worker (a task is retried; a dedup partition's death fails with one line and leaves no
 half-written shard), a run without --ray-address starting and stopping its own cluster, and
-`xlp vocab-score --engine ray`. The cluster is started once for the module and
+`xlp vocab-score --engine ray`, BPE apply as Ray tasks. The cluster is started once for the module and
 shut down after it; runs in subprocesses join it with --ray-address."""
 
 from __future__ import annotations
@@ -153,21 +153,75 @@ def test_a_killed_ray_worker_is_retried_and_a_killed_dedup_partition_fails_in_on
     # (a rerun resumes from the kept chunks: test_killed_ray_run_resumes_to_the_same_output)
 
 
-def test_vocab_score_on_ray_counts_as_the_local_engine(ray_address, shared_data, tmp_path):
+CV_BPE = ["--source", "text", "--lang", "en,de", "--bpe-codes", "300", "--shard-size", "500"]
+
+
+@pytest.fixture(scope="module")
+def cv_texts(shared_data, tmp_path_factory):
+    """The first 1500 Common Voice sentences of en and de, and their local prepare with --bpe-codes (PREP,
+    PREP-bpe, PREP-ids)."""
+    folder = tmp_path_factory.mktemp("cv")
     paths = []
     for lang in ("en", "de"):
         src = sorted((shared_data / "commonvoice_sentences").glob(f"{lang}.*.txt.gz"))[0]
-        p = tmp_path / f"cv.{lang}.txt"
+        p = folder / f"cv.{lang}.txt"
         with gzip.open(src, "rt", encoding="utf-8") as f:
             p.write_text("".join(next(f) for _ in range(1500)), encoding="utf-8")
         paths.append(p)
-    r = run_cli("prepare", "--source", "text", "--lang", "en,de", *paths, "--out", tmp_path / "prep",
-                "--bpe-codes", "300", "--shard-size", "500")
+    r = run_cli("prepare", *CV_BPE, *paths, "--out", folder / "prep")
     assert r.exit_code == 0, r.stderr
+    return paths, folder / "prep"
+
+
+def _ids_manifest(ids: Path) -> dict:
+    m = json.loads((ids / "manifest.json").read_text())
+    for key in ("created", "config_hash"):  # (the config names --out and --data)
+        m.pop(key)
+    m["summary"].pop("seconds"), m["summary"].pop("out")
+    m["config"].pop("out"), m["config"].pop("data")
+    m.pop("upstream")  # (absolute paths of the prepare and learn folders)
+    m["tokenizer"].pop("copied_from")
+    return m
+
+
+def test_bpe_apply_on_ray_writes_the_same_id_shards_as_the_local_engine(ray_address, cv_texts, tmp_path,
+                                                                         monkeypatch):
+    from xlp_cli.bpe import run as bpe_run
+
+    def not_here(*args):
+        raise AssertionError("an id shard was written by the driver, not by a Ray task")
+
+    paths, local = cv_texts
+    out = tmp_path / "prep"
+    with monkeypatch.context() as patch:  # (in this process only: the Ray workers have their own)
+        patch.setattr(bpe_run, "_apply_shard", not_here)
+        r = run_cli("prepare", *CV_BPE, *paths, "--out", out, "--engine", "ray")  # this process's cluster
+    assert r.exit_code == 0, r.stderr
+    ids, ref = tmp_path / "prep-ids", local.parent / "prep-ids"
+    assert hashes(out) == hashes(local)
+    got, want = hashes(ids), hashes(ref)
+    assert got == want and len(got) >= 4, (got, want)  # several id shards: several Ray tasks
+    assert (ids / "dict.txt").read_bytes() == (ref / "dict.txt").read_bytes()
+    assert _ids_manifest(ids) == _ids_manifest(ref)
+    assert not list(ids.rglob("*.tmp"))
+    # the state a kill during apply leaves (an id shard missing, no manifests of apply or of its end in
+    # PREP's): the rerun's Ray task writes the missing one again, the same bytes, and keeps the others
+    sorted(ids.glob("train/en/part-*.parquet"))[0].unlink()
+    (ids / "manifest.json").unlink()
+    m = json.loads((out / "manifest.json").read_text())
+    del m["outputs"]["ids"], m["outputs"]["bpe"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    r = run_cli("prepare", *CV_BPE, *paths, "--out", out, "--engine", "ray")
+    assert r.exit_code == 0, r.stderr
+    assert hashes(ids) == want
+
+
+def test_vocab_score_on_ray_counts_as_the_local_engine(ray_address, cv_texts, tmp_path):
+    _, prep = cv_texts
     outs = {}
     for engine in ("local", "ray"):
         outs[engine] = tmp_path / f"vocab-{engine}"
-        r = run_cli("vocab-score", "--data", tmp_path / "prep", "--out", outs[engine], "--k", "20,50",
+        r = run_cli("vocab-score", "--data", prep, "--out", outs[engine], "--k", "20,50",
                     "--engine", engine)
         assert r.exit_code == 0, r.stderr
     for name in ("vle_vocab.json", "vocab_scores.parquet"):
@@ -175,4 +229,4 @@ def test_vocab_score_on_ray_counts_as_the_local_engine(ray_address, shared_data,
     m = {e: json.loads((outs[e] / "manifest.json").read_text()) for e in outs}
     del m["ray"]["config"]["out"], m["local"]["config"]["out"]
     assert m["ray"]["config"] == m["local"]["config"] and m["ray"]["counts"] == m["local"]["counts"]
-    assert len(list((tmp_path / "prep-ids" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks
+    assert len(list((prep.parent / "prep-ids" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks

@@ -7,6 +7,7 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import queue
 import threading
@@ -197,7 +198,9 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
 
 
 @outdir.scoped
-def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
+def apply(cfg: BpeApplyConfig, runner: Any = None) -> dict[str, Any]:
+    """`runner(tok, info, out, jobs)` yields `_apply_shard`'s result per job (args after `tok`), in order:
+    `xlp prepare --engine ray` passes bpe/ray_apply.py's (Ray tasks, each loading `info` from `out`)."""
     if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
         from xlp_cli.bpe.filter import apply_filter
 
@@ -231,35 +234,37 @@ def apply(cfg: BpeApplyConfig) -> dict[str, Any]:
         ui.info(f"{out}: already applied with this config; nothing to do")
         return dict(previous["summary"], skipped=True)
     info = _copy_tokenizer(info, out)
+    tok.dico.write(out / "dict.txt")  # before the shards: the Ray tasks load the tokenizer from IDS
 
     shards_out: dict[str, Any] = {}
     counts: dict[str, dict[str, int]] = {}
     tokens: dict[str, dict[str, int]] = {}
     unks = 0
-    with ui.progress() as bar:
-        task = bar.add_task("bpe apply", total=sum(len(f.shards) for f, _ in folders))
-        for f, tag in folders:
-            for shard in f.shards:
-                rel = Path(f.split) / f.name / shard.name.replace("part-", "part-" + tag, 1)
-                dest = out / rel
-                if dest.is_file():  # resume: this config already wrote it completely
-                    table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
-                    shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows)
-                    n_tok = sum(len(c.combine_chunks().values) for c in table.columns)
-                    u = 0
-                    n_rows = table.num_rows
-                else:
-                    sha, n_rows, n_tok, u = _apply_shard(tok, shard, f.pair, cfg.batch_rows, dest,
-                                                         layout.partition_of(rel))
-                    shards_out[str(rel)] = artifacts.shard_entry(dest, n_rows, sha)
-                counts.setdefault(f.split, {}).setdefault(f.name, 0)
-                counts[f.split][f.name] += n_rows
-                tokens.setdefault(f.split, {}).setdefault(f.name, 0)
-                tokens[f.split][f.name] += n_tok
-                unks += u
-                bar.advance(task)
+    entries = [(f, shard, Path(f.split) / f.name / shard.name.replace("part-", "part-" + tag, 1))
+               for f, tag in folders for shard in f.shards]
+    jobs = [(shard, f.pair, cfg.batch_rows, out / rel, layout.partition_of(rel))
+            for f, shard, rel in entries if not (out / rel).is_file()]  # resume: the others are complete
+    todo = {job[3] for job in jobs}
+    run = runner or (lambda tok, _info, _out, jobs: (_apply_shard(tok, *job) for job in jobs))
+    results = run(tok, dict(info, dict="dict.txt"), out, jobs)
+    with ui.progress() as bar, contextlib.closing(results):  # (closing: a failure stops the Ray tasks)
+        task = bar.add_task("bpe apply", total=len(entries))
+        for f, shard, rel in entries:
+            dest = out / rel
+            if dest not in todo:
+                table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
+                shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows)
+                n_tok, u, n_rows = sum(len(c.combine_chunks().values) for c in table.columns), 0, table.num_rows
+            else:
+                sha, n_rows, n_tok, u = next(results)
+                shards_out[str(rel)] = artifacts.shard_entry(dest, n_rows, sha)
+            counts.setdefault(f.split, {}).setdefault(f.name, 0)
+            counts[f.split][f.name] += n_rows
+            tokens.setdefault(f.split, {}).setdefault(f.name, 0)
+            tokens[f.split][f.name] += n_tok
+            unks += u
+            bar.advance(task)
 
-    tok.dico.write(out / "dict.txt")
     info = dict(info, dict="dict.txt", dict_sha256=artifacts.sha256_file(out / "dict.txt"))  # all relative to IDS
     total_tokens = sum(v for s in tokens.values() for v in s.values())
     summary = {"out": str(out), "tokenizer": tok.kind, "dictionary_size": len(tok.dico), "shards": len(shards_out),

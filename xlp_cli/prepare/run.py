@@ -17,10 +17,12 @@ How the work is cut, run and resumed (docs/prepare.md, "Engines and splits" and 
   and checks and keeps the shards already on disk. Then the manifest (last), then `.work` is removed.
 With --bpe-codes/--bpe-from the `xlp bpe learn`/`apply` stages run on the result into the sibling folders OUT-bpe
 and OUT-ids (each stage folder stands alone, so glob readers see one table; xlp 0.1 wrote OUT/bpe and OUT/ids).
+With --engine ray, apply runs as one Ray task per text shard (bpe/ray_apply.py); the same id shards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from concurrent.futures.process import BrokenProcessPool
@@ -32,7 +34,7 @@ import pyarrow as pa
 from xlp_cli import artifacts, layout, outdir, ui
 from xlp_cli.config import keys_where, to_dict
 from xlp_cli.errors import BadInput, WorkFailed
-from xlp_cli.prepare import workdir
+from xlp_cli.prepare import ray_cluster, workdir
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger
@@ -85,38 +87,41 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
 
     if cfg.download:
         inputs = _inputs(cfg)
-    errors = ErrorPolicy(cfg.on_error)
-    work = out / _WORK
-    stats = _process(cfg, inputs, errors, work, _pipe_config(config))
-    counts, shards, dropped = stats["finalized"]
-    dropped.update(stats["dropped"])
-    if not shards:
-        errors.warn("no record was kept: the output holds no shard")
-    for lang in missing_langs(cfg.lang, counts):
-        errors.warn(f"--lang {lang}: the input yielded no {lang} record{_HINTS.get(cfg.source, '').format(cfg=cfg)}")
+    with contextlib.ExitStack() as cluster:
+        if cfg.engine == "ray":  # one Ray cluster for the processing and the BPE apply tasks
+            cluster.enter_context(ray_cluster.session(cfg.ray_address))
+        errors = ErrorPolicy(cfg.on_error)
+        work = out / _WORK
+        stats = _process(cfg, inputs, errors, work, _pipe_config(config))
+        counts, shards, dropped = stats["finalized"]
+        dropped.update(stats["dropped"])
+        if not shards:
+            errors.warn("no record was kept: the output holds no shard")
+        for lang in missing_langs(cfg.lang, counts):
+            errors.warn(f"--lang {lang}: the input yielded no {lang} record{_HINTS.get(cfg.source, '').format(cfg=cfg)}")
 
-    manifest = artifacts.new_manifest(
-        STAGE, config,
-        inputs=[{"path": str(p), "sha256": artifacts.sha256_file(p)} for p in inputs],
-        outputs={"shards": shards},
-        counts=counts,
-        skipped=dict(errors.skipped),
-        skipped_examples=errors.examples,
-        dropped=dropped,
-        records={"read": stats["records"], "bytes": stats["bytes"],
-                 "kept": sum(n for per in counts.values() for n in per.values())},
-        warnings=list(errors.warnings),
-        schema={"mono": ["id", "source", "lang", "raw", "text"],
-                "pair": ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]},
-        text_pipeline=_pipe_config(config),
-        run={"engine": cfg.engine, "workers": cfg.workers, "splits": stats["splits"],
-             "seconds": round(time.time() - t0, 2)},
-    )
-    manifest["config_hash"] = chash
-    artifacts.write_manifest(out, manifest)
-    shutil.rmtree(work, ignore_errors=True)
-    if cfg.bpe_codes or cfg.bpe_from:
-        manifest = _bpe_steps(cfg, out, manifest)
+        manifest = artifacts.new_manifest(
+            STAGE, config,
+            inputs=[{"path": str(p), "sha256": artifacts.sha256_file(p)} for p in inputs],
+            outputs={"shards": shards},
+            counts=counts,
+            skipped=dict(errors.skipped),
+            skipped_examples=errors.examples,
+            dropped=dropped,
+            records={"read": stats["records"], "bytes": stats["bytes"],
+                     "kept": sum(n for per in counts.values() for n in per.values())},
+            warnings=list(errors.warnings),
+            schema={"mono": ["id", "source", "lang", "raw", "text"],
+                    "pair": ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]},
+            text_pipeline=_pipe_config(config),
+            run={"engine": cfg.engine, "workers": cfg.workers, "splits": stats["splits"],
+                 "seconds": round(time.time() - t0, 2)},
+        )
+        manifest["config_hash"] = chash
+        artifacts.write_manifest(out, manifest)
+        shutil.rmtree(work, ignore_errors=True)
+        if cfg.bpe_codes or cfg.bpe_from:
+            manifest = _bpe_steps(cfg, out, manifest)
     result = summary(manifest, out, time.time() - t0)
     result["status"] = "resumed and finished" if stats["resumed"] else "done"
     return result
@@ -276,7 +281,12 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[
             data.append(src)
         else:
             apply_kwargs["codes"] = src
-    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs))
+    runner = None
+    if cfg.engine == "ray":  # one Ray task per text shard (bpe/ray_apply.py); learning stays on the driver
+        from xlp_cli.bpe.ray_apply import runner as ray_runner
+
+        runner = ray_runner(cfg.ray_address)
+    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner)
     manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
     artifacts.write_manifest(out, manifest)
     return manifest
