@@ -49,22 +49,9 @@ for _stage, _spec in STAGES.items():  # the one stage table (stages.py)
 
 
 def main() -> None:
-    """Run the command line; a usage mistake (an unknown flag or command, `--workers two`) is one line, exit 2."""
-    from typer._click import exceptions as cx  # Typer (pinned) carries its own click; tests/test_deps.py
-    try:
-        code = app(standalone_mode=False, prog_name="xlp")  # (exceptions come to us; also under `python -m xlp_cli`)
-    except cx.NoArgsIsHelpError as e:  # `xlp`, `xlp bpe`: the help, as before
-        typer.echo(e.format_message())
-        code = e.exit_code
-    except cx.UsageError as e:
-        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
-        typer.echo(f"xlp: error: command line: {e.format_message()}{hint}".replace("\n", " "), err=True)
-        code = 2
-    except cx.Abort:  # Ctrl-C while the flags are parsed
-        code = 130
-    except cx.ClickException as e:
-        typer.echo(f"xlp: error: {e.format_message()}".replace("\n", " "), err=True)
-        code = e.exit_code
+    """Run the command line. Usage mistakes (an unknown flag or command) are one line, exit 2 (`XlpGroup`); a bad
+    value (`--workers two`) is the typed config's one line; Ctrl-C is one line, exit 130."""
+    code = app(standalone_mode=False, prog_name="xlp")  # (an exit code is returned; also under `python -m xlp_cli`)
     if code == 130:  # Ctrl-C: `commands.run_guarded` exits 130 without a word
         sys.stderr.write(INTERRUPTED)
     sys.exit(code if isinstance(code, int) else 0)

@@ -157,6 +157,12 @@ class XlpGroup(TyperGroup):
                               standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
         except _USAGE_ERROR as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # `xlp`, `xlp bpe`: the help itself, exit 2
+                typer.echo(e.format_message())
+                code = 2
+                if standalone_mode:
+                    sys.exit(code)
+                return code
             words = _command_words(self, list(sys.argv[1:] if args is None else args))
             typer.echo(f"xlp: error: {usage_line(e, words)}", err=True)
             code = 2
