@@ -62,7 +62,7 @@ def test_stages_that_read_one_ids_folder_refuse_two(preps):
     assert r.exit_code == 0, r.output
     two = ("--data", preps / "ids", "--data", preps / "ids2")
     for args in (("vocab-score", *two, "--out", preps / "v"),
-                 ("pretrain", *two, "--preset", "tiny", "--max-steps", "1", "--out", preps / "run")):
+                 ("pretrain", *two, "--preset", "tiny", "--max-steps", "1", "--warmup", "0", "--out", preps / "run")):
         r = run_cli(*args)
         assert r.exit_code == 2 and "names 2 `xlp bpe-apply` outputs" in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1

@@ -182,7 +182,7 @@ def test_translate_bad_inputs(overfit, tmp_path):
 def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
     pt = tmp_path / "pt"
     r = run_cli("pretrain", "--data", slice200, "--out", pt, "--objective", "tlm", "--preset", "tiny",
-                "--lang-encoding", "xlp", "--max-steps", "2", "--batch-size", "8", "--accumulate", "1", "--bptt", "64",
+                "--lang-encoding", "xlp", "--max-steps", "2", "--warmup", "0", "--batch-size", "8", "--accumulate", "1", "--bptt", "64",
                 "--eval-every", "2", "--eval-batches", "1", "--num-threads", "1")
     assert r.exit_code == 0, r.output
     from xlp_cli import config as cfgmod
