@@ -137,15 +137,15 @@ def test_evaluate_writes_table_with_signature(overfit, tmp_path):
 def test_bad_inputs_are_one_line_errors(slice200, tmp_path):
     # a direction with no data
     r = run_cli("finetune", "--task", "translation", "--data", slice200, "--out", tmp_path / "a", "--preset", "tiny",
-                "--directions", "fr-en", "--max-steps", "1")
+                "--directions", "fr-en", "--max-steps", "1", "--warmup", "0")
     assert r.exit_code == 2 and "direction fr-en has no training data" in r.output and "Traceback" not in r.output
     # --target-lang that no pair has
     r = run_cli("finetune", "--task", "translation", "--data", slice200, "--out", tmp_path / "b", "--preset", "tiny",
-                "--target-lang", "fr", "--max-steps", "1")
+                "--target-lang", "fr", "--max-steps", "1", "--warmup", "0")
     assert r.exit_code == 2 and "--target-lang" in r.output
     # a zero-shot direction without evaluation data
     r = run_cli("finetune", "--task", "translation", "--data", slice200, "--out", tmp_path / "c", "--preset", "tiny",
-                "--zero-shot", "de-fr", "--max-steps", "1")
+                "--zero-shot", "de-fr", "--max-steps", "1", "--warmup", "0")
     assert r.exit_code == 2 and "zero-shot direction de-fr" in r.output
     # mismatched sides in a parallel shard
     bad = tmp_path / "bad_ids"
@@ -156,7 +156,7 @@ def test_bad_inputs_are_one_line_errors(slice200, tmp_path):
     t = pq.read_table(shard).to_pydict()
     t["ids2"][5] = []
     pq.write_table(pa.table(t), shard)
-    r = run_cli("finetune", "--task", "translation", "--data", bad, "--out", tmp_path / "d", "--preset", "tiny", "--max-steps", "1")
+    r = run_cli("finetune", "--task", "translation", "--data", bad, "--out", tmp_path / "d", "--preset", "tiny", "--max-steps", "1", "--warmup", "0")
     assert r.exit_code == 2 and "mismatched sides" in r.output and "row 5" in r.output
     assert len(r.output.strip().splitlines()) == 1
 
@@ -198,7 +198,7 @@ def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
         assert torch.equal(model.xlm_encoder.state_dict()[name], tensor), name
     assert model.embed is model.xlm_encoder.embed  # shared with the decoder and the output projection
     r = run_cli("finetune", "--task", "translation", "--data", slice200, "--out", tmp_path / "ft2", "--init-encoder", pt,
-                "--which", "last", "--lang-encoding", "additive", "--preset", "tiny", "--max-steps", "1")
+                "--which", "last", "--lang-encoding", "additive", "--preset", "tiny", "--max-steps", "1", "--warmup", "0")
     assert r.exit_code == 2 and "uses --lang-encoding xlp, not additive" in r.output
 
 
@@ -207,7 +207,7 @@ def test_interrupted_run_resumes_to_the_same_weights(slice200, tmp_path):
     from safetensors.torch import load_file
 
     common = ["finetune", "--task", "translation", "--data", slice200, "--preset", "tiny", "--max-tokens", "600",
-              "--valid-every", "2", "--max-eval-sentences", "3", "--beam", "1", "--warmup", "2", "--lr", "1e-3", "--threads", "1"]
+              "--valid-every", "2", "--max-eval-sentences", "3", "--beam", "1", "--warmup", "1", "--lr", "1e-3", "--threads", "1"]
     r = run_cli(*common, "--out", tmp_path / "straight", "--max-steps", "4")
     assert r.exit_code == 0, r.output
     r = run_cli(*common, "--out", tmp_path / "resumed", "--max-steps", "2")
