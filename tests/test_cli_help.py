@@ -138,9 +138,9 @@ def test_recipe_key_mistake_names_its_line(cli, tmp_path):
                       '\n[[pretrain]]\nname = "b"\nwarmpu = 3\n')
     r = cli("run", recipe, "--dry-run")
     assert r.exit_code == 2 and f"{recipe}:13: [[pretrain]] b: unknown key 'warmpu' (did you mean 'warmup'?)" in r.stderr
-    recipe.write_text('[[pretrain]]\nname = "a"\nmax-steps = 3\n')
+    recipe.write_text('[[pretrain]]\nname = "a"\nmax-steps = -1\n')
     r = cli("run", recipe, "--dry-run")  # a value the stage refuses: the recipe table is named
-    assert r.exit_code == 2 and f"{recipe} [[pretrain]] a: --warmup 16000 is not shorter than the run" in r.stderr
+    assert r.exit_code == 2 and f"{recipe} [[pretrain]] a: " in r.stderr and "max-steps" in r.stderr, r.stderr
 
 
 def test_language_codes_are_normalised():

@@ -360,7 +360,7 @@ def test_resume_with_invalid_utf8_in_the_metrics_log(tmp_path):
     run = tmp_path / "run"
     tiny = ["--data", ids, "--out", run, "--preset", "tiny", "--eval-every", "2", "--eval-batches", "1",
             "--batch-size", "4", "--accumulate", "1", "--bptt", "16", "--num-threads", "1", "--log-every", "1",
-            "--warmup", "1"]  # (a warm-up as long as the run is refused: train/warmup.py)
+            "--warmup", "1"]  # (shorter than the run: no warning line, train/warmup.py)
     assert run_cli("pretrain", *tiny, "--max-steps", "2").exit_code == 0
     with open(run / "metrics.jsonl", "ab") as f:
         f.write(b'{"event": "train", "step": 2, "loss": 1.0}\xff\xfe\n\x00\x9f garbage\n')

@@ -38,8 +38,24 @@ PIPE = {"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "saf
 
 
 def _hashes(out: Path) -> dict[str, str]:
-    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.glob("*/*/part-*.parquet"))}
+    """sha256 of each shard as written without layout.py's key-value metadata (`xlp.*`, added by the artifact
+    layout v2 after BEFORE was recorded): the same writer on the same table gives BEFORE's bytes exactly."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from xlp_cli import artifacts
+
+    out_hashes = {}
+    for p in sorted(out.glob("*/*/part-*.parquet")):
+        table = pq.read_table(p)
+        meta = table.schema.metadata or {}
+        assert meta.get(b"xlp.stage") == b"prepare", p  # the layout's metadata is there
+        buf = io.BytesIO()
+        pq.write_table(table.replace_schema_metadata(None), buf, compression=artifacts.PARQUET_COMPRESSION,
+                       row_group_size=64 * 1024)
+        out_hashes[p.relative_to(out).as_posix()] = hashlib.sha256(buf.getvalue()).hexdigest()
+    return out_hashes
 
 
 def _manifest(out: Path) -> dict:

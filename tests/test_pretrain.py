@@ -85,7 +85,7 @@ def test_resume_is_exact(cli, inputs, tmp_path) -> None:
 
 def test_bad_input_is_one_line(cli, inputs, tmp_path) -> None:
     ids, vocab = inputs
-    base = ["--out", tmp_path / "run", *TINY, "--max-steps", "2", "--eval-every", "2"]
+    base = ["--out", tmp_path / "run", *TINY, "--warmup", "1", "--max-steps", "2", "--eval-every", "2"]
 
     def fails(*args, match: str) -> None:
         r = cli("pretrain", *args)
@@ -134,7 +134,7 @@ def test_out_of_memory_batch_suggests_what_fits(inputs, tmp_path) -> None:
 
     cmd = [sys.executable, "-m", "xlp_cli.cli", "pretrain", "--data", str(ids), "--out", str(tmp_path / "oom"),
            "--preset", "tiny", "--d-model", "256", "--n-heads", "4", "--bptt", "256", "--batch-size", "2048",
-           "--accumulate", "1", "--max-steps", "2", "--num-threads", "1"]
+           "--accumulate", "1", "--max-steps", "2", "--warmup", "0", "--num-threads", "1"]
     p = subprocess.run(cmd, cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, preexec_fn=limit,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr[-1000:]

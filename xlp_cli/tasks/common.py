@@ -45,10 +45,6 @@ class FinetuneCommon:
             raise BadInput("give --epochs >= 1 or --max-steps >= 1")
         if self.warmup < 0:
             raise BadInput("--warmup must be >= 0")
-        if self.max_steps and self.warmup >= self.max_steps:  # (else the engine checks it once the run's length is known)
-            from xlp_cli.train.warmup import check_warmup
-
-            check_warmup(self.warmup, self.max_steps, max(self.lr) if self.lr else None)
         if self.log_every < 1:
             raise BadInput("--log-every must be at least 1")
 

@@ -13,7 +13,6 @@ from xlp_cli.errors import BadInput
 from xlp_cli.models.encoding_registry import ENCODING_NAMES, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
-from xlp_cli.train.warmup import check_warmup
 
 
 @dataclasses.dataclass
@@ -71,7 +70,6 @@ class PretrainConfig(EncodingFlags):
         check_encoding_options(self)
         if self.warmup < 0:
             raise BadInput("--warmup must be >= 0")
-        check_warmup(self.warmup, self.max_steps, self.lr)  # before any data is read
         if not 0 < self.word_mass <= 1:
             raise BadInput(f"--word-mass must be in (0, 1], got {self.word_mass}")
         if not 0 < self.word_pred < 1:

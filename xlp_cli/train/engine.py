@@ -247,7 +247,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
         ) -> dict[str, Any]:
     """Train `model` on `objective` up to `settings.max_steps` updates in `run_dir`, resuming from its `last`."""
     run_dir = Path(run_dir)
-    warning = check_warmup(settings.warmup, settings.max_steps, settings.lr)  # refuses a warm-up >= the run
+    warning = check_warmup(settings.warmup, settings.max_steps, settings.lr)  # a warm-up >= the run, or > half
     if warning and rt.main:
         ui.warn(f"{settings.label}: {warning}")
     t = Trainer(objective, model, settings, run_dir, rt, dict(meta or {}))
