@@ -223,7 +223,7 @@ def wire(nodes: dict[str, Node], root: Path) -> None:
             reads = (reads,) if isinstance(reads, str) else reads
             # finetune runs of this task (a task without fine-tuning of its own, like xtreme, reads them all)
             deps = [n for n in ids if nodes[n].stage in reads and (nodes[n].stage != "finetune" or not spec or
-                    not spec.finetune or str(nodes[n].values.get("task", "xnli")) == task)]
+                    not spec.finetune or str(nodes[n].values.get("task", "xnli")) in (spec.scores_tasks or (task,)))]
             if "name" not in v_keys and deps:  # the runs of one entry with `seeds` share its name: seeds of a run;
                 # reading both stages, a finetune run is named after its pretrain run
                 named = [nodes[n].parent if len(reads) > 1 and nodes[n].parent else n for n in deps]

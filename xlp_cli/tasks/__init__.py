@@ -25,6 +25,8 @@ class TaskSpec:
     evaluate_reads: tuple[str, ...] = ("finetune",)  # the stages whose folders `xlp run` gives its evaluation by
                                                # default; a task reading both names each finetune run after its
                                                # pretrain run
+    scores_tasks: tuple[str, ...] = ()         # recipes: the finetune tasks whose runs its evaluation reads (default:
+                                               # its own; translation also scores unmt runs)
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -53,7 +55,8 @@ TASKS: dict[str, TaskSpec] = {
         finetune=("xlp_cli.tasks.translation.config:TranslationConfig", "xlp_cli.tasks.translation.finetune:run"),
         evaluate=("xlp_cli.tasks.translation.config:TranslationEvalConfig", "xlp_cli.tasks.translation.bleu:run"),
         finetune_summary="xlp_cli.tasks.translation.finetune:print_summary",
-        evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary", starts_from="ids"),
+        evaluate_summary="xlp_cli.tasks.translation.bleu:print_summary", starts_from="ids",
+        scores_tasks=("translation", "unmt")),
     "unmt": TaskSpec(
         "unsupervised translation of a language pair: denoising + on-the-fly back-translation + MLM; BLEU",
         finetune=("xlp_cli.tasks.unmt.config:UnmtConfig", "xlp_cli.tasks.unmt.finetune:run"),
