@@ -39,7 +39,7 @@ PIPE = {"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "saf
 
 def _hashes(out: Path) -> dict[str, str]:
     """sha256 of each shard as written without layout.py's key-value metadata (`xlp.*`, added by the artifact
-    layout v2 after BEFORE was recorded): the same writer on the same table gives BEFORE's bytes exactly."""
+    layout v2 after BEFORE was recorded): the same writer with the shard's row groups gives BEFORE's bytes exactly."""
     import io
 
     import pyarrow.parquet as pq
@@ -53,7 +53,7 @@ def _hashes(out: Path) -> dict[str, str]:
         assert meta.get(b"xlp.stage") == b"prepare", p  # the layout's metadata is there
         buf = io.BytesIO()
         pq.write_table(table.replace_schema_metadata(None), buf, compression=artifacts.PARQUET_COMPRESSION,
-                       row_group_size=64 * 1024)
+                       row_group_size=pq.ParquetFile(p).metadata.row_group(0).num_rows)  # the shard's own groups
         out_hashes[p.relative_to(out).as_posix()] = hashlib.sha256(buf.getvalue()).hexdigest()
     return out_hashes
 
