@@ -19,6 +19,9 @@ from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import N_SPECIAL, SPECIAL_TOKENS
 
 FORMAT_VERSION = 2
+# The files a shard folder holds beside its shards (prepare: manifest.json; bpe-apply: also the tokenizer files).
+# pyarrow (so pandas) skips names starting with "." or "_" only: `pd.read_parquet(OUT, ignore_prefixes=[...])`.
+NON_SHARD_PREFIXES = (".", "_", "manifest.json", "dict.txt", "codes", "vocab", "spm.model")
 META_PREFIX = "xlp."  # Parquet key-value metadata keys: xlp.stage, xlp.format_version, xlp.columns, ...
 
 _TEXT = "processed text (normalized, Moses-tokenized, lowercased per --lowercase); tokens separated by one space"
