@@ -250,3 +250,30 @@ def test_format_1_folder_still_read_and_resumed(outs, tmp_path):
                 "--bpe-codes", "300", "--unpair", "--json")
     assert r.exit_code == 0, r.stderr
     assert "up to date" in r.stdout and not (tmp_path / "mono-ids").exists()
+
+
+def test_mixed_mono_and_parallel_folder_reads_as_two_tables(tmp_path):
+    """`--mono-from-parallel` puts both shapes in one folder: each reader gets both tables, apart or as a union."""
+    import duckdb
+    import polars as pl
+    from datasets import load_dataset
+
+    if not (M30K / "train.de.gz").is_file():
+        pytest.skip("multi30k not in XLP_DATA_DIR")
+    out = tmp_path / "mixed"
+    r = run_cli("prepare", "--out", out, "--source", "opus", M30K / "train.de.gz", M30K / "train.en.gz",
+                "--lang", "de,en", "--max-records", "200", "--mono-from-parallel")
+    assert r.exit_code == 0, r.stderr
+    shards = _listed(out)
+    pairs = sum(e["rows"] for rel, e in shards.items() if "-" in rel.split("/")[1])
+    mono = sum(e["rows"] for rel, e in shards.items() if "-" not in rel.split("/")[1])
+    assert pairs > 0 and mono == 2 * pairs
+    con = duckdb.connect()
+    assert con.execute(f"SELECT count(*) FROM '{out}/*/*-*/*.parquet'").fetchone()[0] == pairs
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{out}/*/*/*.parquet', union_by_name=true) "
+                       "WHERE text IS NOT NULL").fetchone()[0] == mono
+    union = pl.scan_parquet(f"{out}/**/*.parquet", missing_columns="insert", extra_columns="ignore").collect()
+    assert union.height == pairs + mono
+    ds = load_dataset("parquet", data_files={"train": f"{out}/train/*-*/*.parquet"}, cache_dir=str(tmp_path / "hf"))
+    assert ds["train"].num_rows == sum(e["rows"] for rel, e in shards.items() if rel.startswith("train/")
+                                       and "-" in rel.split("/")[1])
