@@ -26,15 +26,20 @@ setup: $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/xlp run pipelines/demo.toml
 
+# pytest-xdist: TEST_WORKERS processes (CI has 2 cores); modules stay whole on one worker, and the tests that start
+# or kill processes machine-wide share one (tests/conftest.py). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
+
 test: setup
-	$(PY) -m pytest -q tests
+	$(PYTEST) tests
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not integration and not reliability" tests
+	$(PYTEST) -m "not slow and not integration and not reliability" tests
 
 # the kill sweep over every stage and the fuzz corpus of bad inputs (docs/reliability.md); `make test` runs it too
 test-reliability: setup
-	$(PY) -m pytest -q -m reliability tests
+	$(PYTEST) -m reliability tests
 
 bench: setup
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
