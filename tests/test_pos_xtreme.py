@@ -183,7 +183,7 @@ def test_bad_inputs(runs, shared_data, tmp_path, cli):
         finetune(from_dict(PosConfig, {"task": "pos", "data": [str(runs["xlp"])], "out": str(tmp_path / "p"),
                                        "lang": ["tr"]}))
     r = cli("evaluate", "--task", "xtreme", "--data", str(runs["ids"]), "--out", str(tmp_path / "x"))
-    assert r.exit_code == 2 and "expected an `xlp finetune --task xnli|pos` folder or an `xlp pretrain` run" in r.output
+    assert r.exit_code == 2 and "expected an `xlp finetune --task xnli|pos` folder, an `xlp pretrain` run or an HF model" in r.output
 
 
 def test_demo_recipe_wiring(tmp_path):

@@ -1,4 +1,4 @@
-"""Reading the text files users hand to xlp (TSV, JSON lines): UTF-8 text, or a one-line error naming the line."""
+"""Reading the files users hand to xlp (TSV, JSON lines, JSON objects): UTF-8 text, or a one-line error naming the line."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                                path=path, position=n) from None
             line = line.rstrip("\r\n")
             yield n, line.removeprefix("\ufeff") if n == 1 else line
+
+
+def json_object(path: str | Path) -> dict:
+    """A JSON file holding one object (config.json, vocab.json, ...); anything else is a one-line BadInput."""
+    import json
+
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"corrupt {path.name} ({e})", path=path) from None
+    if not isinstance(value, dict):
+        raise BadInput(f"corrupt {path.name} (not a JSON object)", path=path)
+    return value

@@ -16,7 +16,6 @@ detokenizer of the target language (zh, ja, th: no spaces).
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from xlp_cli import artifacts
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
 from xlp_cli.errors import BadInput
 from xlp_cli.special_ids import N_SPECIAL, UNK
+from xlp_cli.textfile import json_object
 
 TOKENIZER_DIR, TOKENIZER_FILE = "tokenizer", "xlp_tokenizer.json"
 LEGACY_TOKENIZER_FILE = "tokenizer.json"  # xlp 0.1's name (not a Hugging Face tokenizer.json)
@@ -56,13 +56,7 @@ def saved_tokenizer(folder: Path) -> tuple[dict[str, Any], Path]:
     path = next((p for p in (tdir / TOKENIZER_FILE, tdir / LEGACY_TOKENIZER_FILE) if p.is_file()), None)
     if path is None:
         raise BadInput(f"not a translation run (no {TOKENIZER_DIR}/{TOKENIZER_FILE})", path=folder)
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"corrupt {path.name} ({e})", path=path) from None
-    if not isinstance(meta, dict):
-        raise BadInput(f"corrupt {path.name} (not a JSON object)", path=path)
-    return meta, path
+    return json_object(path), path
 
 
 class TextEncoder:

@@ -84,7 +84,9 @@ def print_seed_table(title: str, langs: list[str], by_seed: dict[str, dict[str, 
 @dataclasses.dataclass
 class EvaluateCommon:
     task: str = opt("xnli", "What to evaluate (the registry in xlp_cli/tasks).", choices=registry.names("evaluate"))
-    data: list[Path] = opt(factory=list, help="Run folders, repeatable (xnli/translation: `xlp finetune` outputs; lexicon/analysis: `xlp pretrain` runs).")
+    data: list[Path] = opt(factory=list, help="Run folders, repeatable (xnli/pos/translation: `xlp finetune` outputs; "
+                                              "lexicon/analysis: `xlp pretrain` runs; retrieval: `xlp pretrain` runs or "
+                                              "HF model folders from `xlp export`; xtreme: any of these).")
     name: list[str] = opt(factory=list, help="A name per --data, same order (default: the run's language encoding). Equal names = seeds of one run.")
     out: Path = opt(Path("out/evaluate"), "Output folder (report.md, report.html, *.png, results.json).")
     lang: list[str] = opt(factory=list, help="Languages to report (default: all found, in the XLP paper's Table 1 order).")

@@ -2,7 +2,8 @@
 
     xlp evaluate --task xtreme --data FT_XNLI_A --data FT_POS_A --data FT_XNLI_B --data FT_POS_B [--data RUN_C]
 
-Each --data is an `xlp finetune` folder (task xnli or pos) or an `xlp pretrain` run. Folders are grouped into
+Each --data is an `xlp finetune` folder (task xnli or pos), an `xlp pretrain` run, or an HF model folder (`xlp
+export --format hf`; retrieval only). Folders are grouped into
 runs by name (`--name`, one per --data; default: the language encoding, as in `--task xnli`). Per run:
 - XNLI and POS: accuracy per language, the average and the transfer gap, recomputed from the prediction files
   (`tasks/xnli/scores.py`, `tasks/pos/scores.py`), mean ± std over the fine-tuning seeds (and pooled folders);
@@ -53,19 +54,23 @@ class Inputs:
 
 
 def sort_inputs(data: list[Path], names: list[str]) -> Inputs:
+    from xlp_cli.models import hf_folder
     from xlp_cli.tasks.xnli.scores import default_name
 
     found = Inputs()
     for i, folder in enumerate(map(Path, data)):
-        m = artifacts.read_manifest(folder)
+        m = artifacts.try_read_manifest(folder)
+        hf = hf_folder.read_config(folder) if m is None or m.get("stage") == "export" else None
+        m = {**(m or {}), "stage": "export", "encoding": hf_folder.encoding_of(hf)} if hf else artifacts.read_manifest(folder)
         name = names[i] if names else default_name(m, folder)
         found.names.append(name)
-        if m["stage"] == "pretrain":
+        if m["stage"] in ("pretrain", "export"):  # retrieval reads pre-training runs and HF model folders
             found.pretrain.setdefault(folder.resolve(), name)
             continue
         task = (m.get("config") or {}).get("task", "xnli")
         if m["stage"] != "finetune" or task not in ("xnli", "pos"):
-            raise BadInput(f"expected an `xlp finetune --task xnli|pos` folder or an `xlp pretrain` run, found "
+            raise BadInput(f"expected an `xlp finetune --task xnli|pos` folder, an `xlp pretrain` run or an HF model "
+                           f"folder (`xlp export`), found "
                            f"`xlp {m['stage']}`" + (f" --task {task}" if m["stage"] == "finetune" else ""), path=folder)
         folders, run_names = getattr(found, task)
         folders.append(folder)

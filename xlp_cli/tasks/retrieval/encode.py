@@ -1,7 +1,8 @@
 """Sentence vectors from a pre-trained encoder, and cosine nearest-neighbour retrieval (XTREME's Tatoeba protocol).
 
-    enc = load_encoder(FOLDER, "best")                 # a pretrain run, or any checkpoint folder whose model is
-                                                       # an encoder or has one (classifier, tagger)
+    enc = load_encoder(FOLDER, "best")                 # a pretrain run, any checkpoint folder whose model is
+                                                       # an encoder or has one (classifier, tagger), or an HF
+                                                       # model folder (`xlp export --format hf`, XLM's layout)
     vecs = sentence_vectors(enc, texts, "fr", layer)   # [n, d] float32
     hits = nearest(src, tgt)                           # index of each src row's nearest tgt row (cosine)
     accuracy(src, tgt) -> %                            # src[i]'s gold is tgt[i]
@@ -60,18 +61,44 @@ def _run_folder(folder: Path) -> Path:
     raise BadInput("no manifest.json in this folder or above it: cannot find the run's text pipeline", path=folder)
 
 
+def load_hf(folder: Path, manifest: dict[str, Any] | None) -> Encoder:
+    """An HF model folder: its weights in xlp's encoder (models/hf_folder.py), its text pipeline from the xlp
+    tokenizer `xlp export` writes beside them (tokenizer/ + dict.txt: the run's whole pipeline), or else from
+    XLMTokenizer's files (bpe/hf_xlm_vocab.py)."""
+    from xlp_cli.bpe import hf_xlm_vocab
+    from xlp_cli.bpe.encoder import TOKENIZER_DIR, TextEncoder
+    from xlp_cli.models import hf_folder
+
+    model = hf_folder.load_encoder(folder)
+    if (folder / TOKENIZER_DIR).is_dir() and (folder / "dict.txt").is_file():
+        te = TextEncoder.load(folder)
+    elif hf_xlm_vocab.found(folder):
+        te = hf_xlm_vocab.text_encoder(folder)
+    else:
+        raise BadInput(f"an HF model folder without a tokenizer xlp runs (xlp's {TOKENIZER_DIR}/ + dict.txt, as `xlp "
+                       "export` writes them, or XLMTokenizer's vocab.json + merges.txt)", path=folder)
+    if len(te.dictionary) != model.config.vocab_size:
+        raise BadInput(f"the model's vocabulary ({model.config.vocab_size} ids) does not match dict.txt "
+                       f"({len(te.dictionary)} ids)", path=folder)
+    return Encoder(folder, model, te, {**(manifest or {}), "encoding": hf_folder.encoding_of(hf_folder.read_config(folder))})
+
+
 def load_encoder(folder: Path, which: str = "best") -> Encoder:
     from xlp_cli.bpe.encoder import TextEncoder
+    from xlp_cli.models import hf_folder
 
     folder = Path(folder)
     m = artifacts.try_read_manifest(folder)
+    if (m is None or m.get("stage") == "export") and (folder / hf_folder.CONFIG).is_file():
+        return load_hf(folder, m)
     if m is not None and m.get("stage") == "pretrain":
         model = ckpt.load_pretrained(folder, which)
         run = folder
     else:
         if not (folder / ckpt.CONFIG).is_file():
             artifacts.read_manifest(folder, stage="pretrain")  # the precise message for a non-run folder
-            raise BadInput("not a pretrain run (stage pretrain) or a checkpoint folder (model.json)", path=folder)
+            raise BadInput("not a pretrain run (stage pretrain), a checkpoint folder (model.json) or an HF model "
+                           "folder (config.json)", path=folder)
         model = ckpt.load_model(folder)
         run = _run_folder(folder)
         m = artifacts.read_manifest(run)
