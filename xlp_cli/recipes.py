@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, recipe_report, recipe_tasks, stages, ui
+from xlp_cli import artifacts, config as cfgmod, recipe_jobs, recipe_report, recipe_tasks, stages, ui
 from xlp_cli.config import opt
 from xlp_cli.errors import BadInput
 from xlp_cli.tasks import TASKS
@@ -45,10 +45,14 @@ class RunConfig:
     only: list[str] = opt(factory=list, help="Run only these stages (e.g. pretrain or pretrain.xlp); the others must be done.")
     force: bool = opt(False, "Pass --force to every stage that runs (folders of another config start over).")
     dry_run: bool = opt(False, "Print the plan (stage, folder, done or to run) and stop.")
+    jobs: int = opt(1, "Run up to this many independent stages at once, each in its own process, its progress in "
+                       "ROOT/logs/STAGE.log (keep jobs x each stage's threads at most the cores). Same outputs as 1.")
 
     def validate(self) -> None:
         if len(self.recipe) != 1:
             raise BadInput("give exactly one recipe file: xlp run RECIPE.toml")
+        if self.jobs < 1:
+            raise BadInput(f"--jobs {self.jobs}: give 1 or more", path="--jobs")
 
 
 @dataclasses.dataclass
@@ -325,19 +329,54 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         if out != root and root not in out.parents:
             raise BadInput(f"stage {nid} would write to {out}, outside the recipe's root folder {root}; a recipe's "
                            "stage folders must lie inside its root (recipe.out or --out)", path=nodes[nid].where)
-    ran: set[str] = set()
     t_all = time.time()
+    prepare_out = Path(nodes["prepare"].values["out"]) if "prepare" in nodes else None
+
+    def fallback(node: Node) -> None:  # a finetune stage's task may come from the prepare output's catalog
+        if node.stage == "finetune" and not cfg.dry_run and recipe_tasks.catalog_task_fallback(
+                node.id, node.values, prepare_out, Path(meta["root"])):
+            node.cfg = build_config(node, nodes, cfg.force)
+
+    if cfg.jobs > 1 and not cfg.dry_run:
+        for nid in selected:
+            missing = [d for d in nodes[nid].deps if d not in selected and not is_done(nodes[d])]
+            if missing:
+                raise BadInput(f"stage {nid} needs {missing[0]}, which has not finished; run it first (without --only)",
+                               path=recipe)
+        for nid in plan:
+            nodes[nid].status = "not selected" if nid not in selected else nodes[nid].status
+        recipe_jobs.run_parallel(plan, nodes, selected=selected, jobs=cfg.jobs, logs=root / "logs",
+                                 prepare_node=fallback, is_done=is_done, run_path=lambda n: STAGES[n.stage].run)
+    else:
+        _run_serial(plan, nodes, selected, cfg.dry_run, fallback, recipe)
+    rows = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
+              for n in plan]
+    comparison = None
+    for n in reversed(plan):  # the last comparison report: xtreme (when it ran now) or xnli
+        node = nodes[n]
+        task = getattr(node.cfg, "task", "")
+        if node.stage == "evaluate" and task in ("xnli", "xtreme") and node.status in ("ran", "skipped (done)"):
+            comparison = node.summary or (recipe_report.xnli_summary_from_disk(Path(node.cfg.out)) if task == "xnli" else None)
+            if comparison:
+                break
+    reports = [str(f) for n in plan if nodes[n].stage == "evaluate" and nodes[n].status in ("ran", "skipped (done)")
+               for f in [recipe_report.report_of(Path(nodes[n].cfg.out))] if f]
+    return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
+            "seconds": round(time.time() - t_all, 1), "comparison": comparison, "reports": reports}
+
+
+def _run_serial(plan: list[str], nodes: dict[str, Node], selected: list[str], dry_run: bool,
+                fallback: Any, recipe: Path) -> None:
+    ran: set[str] = set()
     for nid in plan:
         node = nodes[nid]
-        if node.stage == "finetune" and not cfg.dry_run and recipe_tasks.catalog_task_fallback(
-                node.id, node.values, Path(nodes["prepare"].values["out"]) if "prepare" in nodes else None, Path(meta["root"])):
-            node.cfg = build_config(node, nodes, cfg.force)
+        fallback(node)
         if nid not in selected:
             node.status = "not selected"
             continue
         stale_inputs = [d for d in node.deps if d in ran]
         done = is_done(node) and not stale_inputs
-        if cfg.dry_run:
+        if dry_run:
             node.status = "done" if done else "to run"
             continue
         if done:
@@ -353,17 +392,3 @@ def run(cfg: RunConfig) -> dict[str, Any]:
         node.seconds = time.time() - t0
         node.status = "ran"
         ran.add(nid)
-    rows = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
-              for n in plan]
-    comparison = None
-    for n in reversed(plan):  # the last comparison report: xtreme (when it ran now) or xnli
-        node = nodes[n]
-        task = getattr(node.cfg, "task", "")
-        if node.stage == "evaluate" and task in ("xnli", "xtreme") and node.status in ("ran", "skipped (done)"):
-            comparison = node.summary or (recipe_report.xnli_summary_from_disk(Path(node.cfg.out)) if task == "xnli" else None)
-            if comparison:
-                break
-    reports = [str(f) for n in plan if nodes[n].stage == "evaluate" and nodes[n].status in ("ran", "skipped (done)")
-               for f in [recipe_report.report_of(Path(nodes[n].cfg.out))] if f]
-    return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
-            "seconds": round(time.time() - t_all, 1), "comparison": comparison, "reports": reports}
