@@ -305,7 +305,7 @@ def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[s
                      schema: pa.Schema) -> Iterator[tuple[pa.Table, int, int]]:
     """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard."""
     col = tok.column
-    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
+    for batch in pq.ParquetFile(shard, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
                                                     use_threads=False):  # (threads: more memory, no speed here)
         arrays = {c: batch.column(c) for c in keep}
         n_tok = unk = 0

@@ -61,7 +61,7 @@ class Finalizer:
         groups = table.column("group").combine_chunks().dictionary_encode()
         codes = groups.indices.to_numpy(zero_copy_only=False)
         names = groups.dictionary.to_pylist()
-        kinds = table.column("kind").to_numpy(zero_copy_only=False)
+        kinds = table.column("kind")
         for k, group in enumerate(names):
             idx = np.flatnonzero(codes == k)
             if self.max_records:
@@ -82,7 +82,7 @@ class Finalizer:
             is_train[take["valid"]] = False
             is_train[take["test"]] = False
             take["train"] = idx[is_train[idx]]
-            pair = kinds[idx[0]] == "p"
+            pair = kinds[int(idx[0])].as_py() == "p"
             for split in SPLITS:
                 rows = take[split]
                 if len(rows) == 0:

@@ -51,15 +51,19 @@ def _records(path: Path, lang: str, lines: Iterator[tuple[int, str]], opts: Sour
              per_lang: Counter[str]) -> Iterator[Mono]:
     """The Monos of `lines`; returns how many there were."""
     got = 0
+    name, cap = str(path), opts.max_records
     for n, line in lines:
         line = line.strip()
         if not line:
             continue
         got += 1
-        per_lang[lang] += 1
-        yield Mono(lang, line, NAME, f"{path}:{n}")
-        if opts.max_records and per_lang[lang] >= opts.max_records:
-            break
+        yield Mono(lang, line, NAME, f"{name}:{n}")
+        if cap:
+            per_lang[lang] += 1
+            if per_lang[lang] >= cap:
+                break
+    if not cap:
+        per_lang[lang] += got
     return got
 
 
