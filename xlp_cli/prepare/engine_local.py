@@ -2,15 +2,16 @@
 
 An engine takes the jobs of a run, (split index, split, first chunk, records to skip) for every split not
 finished yet, and yields (split, chunk, metadata) for each chunk it wrote, in job and chunk order, ending
-each job with its tail chunk (or a chunk that stops the run). How the local engine spreads the work:
+each job with its tail chunk (or a chunk that stops the run). How the local engine spreads the work, with
+`--worker-mode processes` (forked worker processes):
 - `--workers 1`: the main process reads and processes every split itself;
 - `--workers N`, at least 2N splits to do: each worker process reads and processes whole splits (N readers);
   the main process takes each split's chunk files as they appear, in order;
 - `--workers N`, fewer splits (a few files or dumps that cannot be cut, where whole splits would leave
   workers idle while the longest one finishes): the main process reads the splits and the workers process
   their chunks (one reader, N processors), with at most 2N chunks in flight.
-- `--worker-mode threads` (what `auto` picks when every step is native: no Wikipedia pages, no zh/th
-  segmenter): the main thread reads the splits and N threads of this process process the chunks (the native
+With `--worker-mode threads` (what `auto` picks when every step is native: no Wikipedia pages, no zh/th
+segmenter; PrepareConfig.uses_threads), for any N: the main thread reads the splits and N threads of this process process the chunks (the native
   text core runs without the GIL) and write their chunk files; the main process finalizes each chunk's table
   as it is, without reading its file back. One process: no start-up or imports per worker, no second copy
   of the libraries in memory.
