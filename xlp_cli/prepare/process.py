@@ -148,31 +148,46 @@ def _mono_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int]]:
     texts = [t[2] for t in chunk]
     raws = pipe.raw_batch(texts)
     procs = _processed(pipe, langs, texts, raws)
-    problem, blake, sha1 = _length_problem, hashlib.blake2b, hashlib.sha1
+    problem = _length_problem
     dropped: dict[str, int] = {}
     keep: list[int] = []
-    ids: list[str] = []
-    digests: list[bytes] = []
-    for i, (t, proc) in enumerate(zip(chunk, procs)):
+    for i, proc in enumerate(procs):
         why = problem(proc)
         if why:
             dropped[why] = dropped.get(why, 0) + 1
             continue
-        lang = t[1]
         keep.append(i)
-        digests.append(blake(f"{lang}\x00{proc}".encode("utf-8"), digest_size=16).digest())
-        ids.append(sha1(f"{t[3]}\x00{lang}\x00{proc}".encode("utf-8")).hexdigest()[:16])
-    hu = np.frombuffer(b"".join(digests), dtype="<u8").reshape(-1, 2)  # little-endian halves: h, u
     n = len(keep)
     if n == len(chunk):
         lang_col, raw_col, text_col = langs, raws, procs
     else:
         lang_col, raw_col, text_col = [langs[i] for i in keep], [raws[i] for i in keep], [procs[i] for i in keep]
+    ids, digests = _hashes([chunk[i] for i in keep] if n < len(chunk) else chunk, text_col)
+    hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)  # little-endian halves: h, u
     none = pa.nulls(n, pa.string())
     cols = {"kind": pa.array(["m"] * n, pa.string()), "group": lang_col, "id": ids,
             "source": [chunk[i][3] for i in keep], "lang1": lang_col, "lang2": none, "raw1": raw_col, "raw2": none,
             "text1": text_col, "text2": none, "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
     return cols, dropped
+
+
+def _hashes(tasks: list[tuple], procs: list[str]) -> tuple[Any, bytes]:
+    """(ids, 16-byte blake2b digests joined) of mono records: `record_id` and `content_hashes`' digest, computed
+    natively without the GIL when the records share their language and source (a chunk of one file)."""
+    if len({(t[1], t[3]) for t in tasks}) == 1:
+        _, lang, _, source = tasks[0]
+        hexes, digests = _native_hashes()(f"{source}\x00{lang}\x00", f"{lang}\x00", procs)
+        offsets = np.arange(0, len(hexes) + 1, 16, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), len(procs), [None, pa.py_buffer(offsets), pa.py_buffer(hexes)]), digests
+    blake, sha1 = hashlib.blake2b, hashlib.sha1
+    ids = [sha1(f"{t[3]}\x00{t[1]}\x00{p}".encode("utf-8")).hexdigest()[:16] for t, p in zip(tasks, procs)]
+    return ids, b"".join(blake(f"{t[1]}\x00{p}".encode("utf-8"), digest_size=16).digest() for t, p in zip(tasks, procs))
+
+
+def _native_hashes() -> Any:
+    from xlp_cli.text.native import module
+
+    return module().record_hashes
 
 
 CHUNK_COLUMNS = ["kind", "group", "id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2", "h", "u"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -120,9 +121,15 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         )
         manifest["config_hash"] = chash
         artifacts.write_manifest(out, manifest)
-        shutil.rmtree(work, ignore_errors=True)
-        if cfg.bpe_codes or cfg.bpe_from:
-            manifest = _bpe_steps(cfg, out, manifest)
+        # the chunk files go while the BPE step runs (~4 ms of unlink each); a run stopped meanwhile leaves
+        # them to the rerun, which finds the shards complete and removes them
+        remover = threading.Thread(target=shutil.rmtree, args=(work,), kwargs={"ignore_errors": True}, daemon=True)
+        remover.start()
+        try:
+            if cfg.bpe_codes or cfg.bpe_from:
+                manifest = _bpe_steps(cfg, out, manifest)
+        finally:
+            remover.join()
     result = summary(manifest, out, time.time() - t0)
     result["status"] = "resumed and finished" if stats["resumed"] else "done"
     return result
