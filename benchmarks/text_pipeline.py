@@ -154,8 +154,15 @@ def reference_chain(lang: str, src: Path, work: Path, fast: Path) -> tuple[dict,
     return run_measured(cmd), bpe
 
 
+def ids_folder(out: Path) -> Path:
+    """Where `xlp prepare --bpe-from` writes the token ids: the sibling OUT-ids (xlp 0.1 and older trees: OUT/ids)."""
+    sibling = out.parent / f"{out.name}-ids"
+    return sibling if sibling.is_dir() or not (out / "ids").is_dir() else out / "ids"
+
+
 def xlp_prepare(lang: str, src: Path, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out.parent / f"{out.name}-ids", ignore_errors=True)  # (else a rerun finds it applied already)
     cmd = (f"{XLP} prepare --source text --lang {lang} {src} --out {out} --tokenize xlm --lowercase xlm "
            f"--bpe-from {CODES} --workers 2 --no-dedup --max-tokens 0")
     return run_measured(cmd)
@@ -164,7 +171,10 @@ def xlp_prepare(lang: str, src: Path, out: Path) -> dict:
 def same_subwords(out: Path, ref_bpe: Path) -> bool:
     import pyarrow.parquet as pq
 
-    got = sorted(t for p in sorted((out / "ids").rglob("*.parquet")) for t in pq.read_table(p, columns=["text"]).column(0).to_pylist())
+    shards = sorted(ids_folder(out).rglob("part-*.parquet"))
+    if not shards:
+        raise SystemExit(f"no token-id shards beside {out}")
+    got = sorted(t for p in shards for t in pq.read_table(p, columns=["text"]).column(0).to_pylist())
     want = sorted(x for x in ref_bpe.read_text(encoding="utf-8").split("\n")[:-1] if x.strip())
     return got == want
 
@@ -271,6 +281,7 @@ def main() -> None:
             big = make_input(lang, args.mb, 4)
             r["xlp_4x"] = xlp_prepare(lang, big, work / f"prep4.{lang}")
             shutil.rmtree(work / f"prep4.{lang}", ignore_errors=True)
+            shutil.rmtree(work / f"prep4.{lang}-ids", ignore_errors=True)
             print(f"  memory: xlp peak summed RSS {r['xlp']['peak_rss_mb']} MB at 1x, {r['xlp_4x']['peak_rss_mb']} MB at 4x "
                   f"(PSS {r['xlp']['peak_pss_mb']} / {r['xlp_4x']['peak_pss_mb']} MB; {round(big.stat().st_size / 1e6, 1)} MB, "
                   f"{r['xlp_4x']['wall']} s)", flush=True)

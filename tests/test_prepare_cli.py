@@ -92,6 +92,30 @@ def test_workers_and_chunk_size_do_not_change_the_shards(tmp_path):
     assert r.exit_code == 0, r.stderr
     assert shard_hashes(tmp_path / "w1") == shard_hashes(tmp_path / "w2")
     assert manifest(tmp_path / "w1")["config_hash"] == manifest(tmp_path / "w2")["config_hash"]
+    assert manifest(tmp_path / "w2")["run"]["worker_mode"] == "threads"  # auto: every step is native here
+    # worker threads and forked worker processes, 1 and 2 of them: the same shards, manifests and config
+    for mode, n in (("threads", "1"), ("processes", "2"), ("threads", "2")):
+        out = tmp_path / f"{mode}{n}"
+        r = prepare(out, *args, "--workers", n, "--worker-mode", mode, "--chunk-size", "5")
+        assert r.exit_code == 0, r.stderr
+        assert manifest(out)["run"]["worker_mode"] == mode
+        assert shard_hashes(out) == shard_hashes(tmp_path / "w1"), (mode, n)
+        for key in ("counts", "dropped", "records", "config_hash"):
+            assert manifest(out)[key] == manifest(tmp_path / "w1")[key], (mode, n, key)
+
+
+def test_worker_mode_auto_and_its_checks(tmp_path):
+    from xlp_cli.prepare.config import PrepareConfig
+
+    assert PrepareConfig(inputs=["x"], lang=["en", "de"]).uses_threads()
+    assert not PrepareConfig(inputs=["x"], lang=["en", "zh"]).uses_threads()  # jieba is Python
+    assert PrepareConfig(inputs=["x"], lang=["th"], tokenize="none").uses_threads()
+    assert not PrepareConfig(inputs=["x"], source="wikipedia", lang=["en"]).uses_threads()  # wikitext is Python
+    assert not PrepareConfig(inputs=["x"], source="opus").uses_threads()  # languages unknown before reading
+    assert not PrepareConfig(inputs=["x"], lang=["en"], worker_mode="processes").uses_threads()
+    assert PrepareConfig(inputs=["x"], source="wikipedia", lang=["en"], worker_mode="threads").uses_threads()
+    r = prepare(tmp_path / "o", "--source", "text", "--lang", "en", EN, "--engine", "ray", "--worker-mode", "threads")
+    assert r.exit_code == 2 and "--worker-mode is for --engine local" in r.stderr
 
 
 def test_caps_shard_size_and_length_filters(tmp_path):

@@ -64,8 +64,10 @@ def test_killed_run_resumes_to_the_same_output(shared_data, tmp_path):
     assert m["outputs"]["shards"] == mref["outputs"]["shards"]
     assert not (out / ".work").exists() and not list(out.rglob("*.tmp"))
 
-    # a worker that dies (say, the OOM killer) fails the run with one line, exit 1; a rerun resumes
+    # a worker process that dies (say, the OOM killer) fails the run with one line, exit 1; a rerun resumes
+    # (the killed run above ran worker threads: --worker-mode auto, every step native)
     out = tmp_path / "worker-died"
+    cmd = cmd[:-1] + ["--worker-mode", "processes", "--out"]
     proc = subprocess.Popen(cmd + [str(out)], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -106,3 +106,23 @@ def test_process_chunk_rows_and_drops():
     assert p[:2] == ("p", "en-fr") and p[6:10] == ("Good morning.", "Bonjour.", "good morning .", "bonjour .")
     h, u = process.content_hashes("en\x00hello , world !")
     assert out[0][6:] == (h, u) and 0 <= h < 2**64 and h != u
+
+
+def test_mono_chunks_make_the_same_table_column_by_column():
+    """process_to_table's column-wise path for mono chunks gives the table the row-wise path gives."""
+    import pyarrow as pa
+
+    process.init_worker({"clean": True, "normalize": True, "tokenize": "xlm", "lowercase": "xlm"}, 2, 9)
+    mono = [("m", "en", "Hello, World!", "text"), ("m", "en", "One", "text"), ("m", "de", "\u200b \t", "text"),
+            ("m", "fr", "L'été « chaud » arrive.", "cv"), ("m", "en", "one two three four five six seven eight nine ten eleven", "text"),
+            ("m", "de", "Grüße aus Köln, Straße 5.", "text")]
+    pair = ("p", "en", "fr", "Good morning.", "Bonjour.", "opus")
+    meta, fast = process.process_to_table(mono, len(mono), end=6)
+    _, rowwise = process.process_to_table(mono + [pair], len(mono) + 1, end=7)  # a pair: the row-wise path
+    keep = pa.array([k == "m" for k in rowwise.column("kind").to_pylist()])
+    assert fast.to_pylist() == rowwise.filter(keep).to_pylist()
+    assert fast.schema.remove_metadata() == process.CHUNK_SCHEMA
+    assert meta["dropped"] == {"too_short": 1, "empty": 1, "too_long": 1}
+    assert meta["bytes"] == sum(len(t[2].encode("utf-8")) for t in mono)
+    rows = [r for r in process.process_chunk(mono) if r[0] == "m"]
+    assert fast.column("h").to_pylist() == [r[6] for r in rows] and fast.column("u").to_pylist() == [r[7] for r in rows]

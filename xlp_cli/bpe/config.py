@@ -59,7 +59,7 @@ class BpeApplyConfig:
     spm_model: Path | None = opt(None, help="A SentencePiece model to use instead of a `xlp bpe learn` folder.")
     max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
     min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
-    batch_rows: int = opt(16384, help="Rows per batch while applying.", volatile=True)
+    batch_rows: int = opt(4096, help="Rows per batch while applying.", volatile=True)
     workers: int = opt(2, help="Filter mode: threads that segment new words (the output does not depend on it).",
                        volatile=True)
     on_error: str = opt("raise", help="Filter mode: a bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) "

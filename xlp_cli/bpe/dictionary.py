@@ -29,12 +29,16 @@ N_SPECIALS = special_ids.N_SPECIAL            # 14: the first word id
 class Dictionary:
     words: list[str]                       # id -> token (specials first)
     counts: list[int]                      # id -> count (0 for specials)
-    index: dict[str, int] = field(default_factory=dict)
     skipped: int = 0                       # lines of the source file that took no id
+    _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if not self.index:
-            self.index = {w: i for i, w in enumerate(self.words)}
+    @property
+    def index(self) -> dict[str, int]:
+        """token -> id, built when first asked for (`xlp bpe apply` gives the tokens to the native applier and
+        never needs it: ~10 MB less)."""
+        if self._index is None:
+            self._index = {w: i for i, w in enumerate(self.words)}
+        return self._index
 
     def __len__(self) -> int:
         return len(self.words)
@@ -60,7 +64,8 @@ class Dictionary:
             index[tok] = len(words)
             words.append(tok)
             counts.append(int(c))
-        d = cls(words, counts, index, skipped)
+        del index  # (rebuilt on demand: Dictionary.index)
+        d = cls(words, counts, skipped)
         if max_vocab and max_vocab > 0:
             d = d._keep([i for i in range(len(d)) if i < max(max_vocab, N_SPECIALS)])
         if min_count and min_count > 0:

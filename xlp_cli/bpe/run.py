@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlp_cli import artifacts, datadirs, layout, outdir, ui
+from xlp_cli.arrow_numpy import to_numpy
 from xlp_cli.bpe import corpus
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -305,14 +306,14 @@ def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[s
                      schema: pa.Schema) -> Iterator[tuple[pa.Table, int, int]]:
     """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard."""
     col = tok.column
-    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
+    for batch in pq.ParquetFile(shard, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
                                                     use_threads=False):  # (threads: more memory, no speed here)
         arrays = {c: batch.column(c) for c in keep}
         n_tok = unk = 0
         for s in names:
             text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
             arrays["text" + s], arrays["ids" + s] = text, ids
-            values = ids.values.to_numpy(zero_copy_only=False)
+            values = to_numpy(ids.values)
             n_tok += len(values)
             unk += int(np.count_nonzero(values == UNK_ID))
         yield pa.table(arrays, schema=schema), n_tok, unk

@@ -11,6 +11,7 @@ from xlp_cli.prepare.sources import NAMES as SOURCES
 
 LOWERCASE_MODES = ("xlm", "safe", "none")
 ENGINES = ("local", "ray")
+WORKER_MODES = ("auto", "threads", "processes")
 
 
 @dataclasses.dataclass
@@ -23,7 +24,8 @@ class PrepareConfig:
     mirror: str = opt("", "Base URL to download from (default: the source's public site).")
     dump_date: str = opt("latest", "Wikipedia dump date (YYYYMMDD or latest).")
     opus_corpus: str = opt("", "OPUS corpus name for --download with --source opus (e.g. GlobalVoices).")
-    workers: int = opt(1, "Worker processes of the local engine: each reads and processes input splits (or, with fewer splits than workers, processes the chunks the main process reads).", volatile=True)
+    workers: int = opt(1, "Workers of the local engine (threads or processes, see --worker-mode): they process the chunks (worker processes may also read whole input splits).", volatile=True)
+    worker_mode: str = opt("auto", "How the local engine runs its --workers: threads (one process; the native text core runs without the GIL), processes (forked; for pure-Python steps: Wikipedia wikitext, the zh/th segmenters) or auto (threads when every step is native). The output is the same.", choices=WORKER_MODES, volatile=True)
     engine: str = opt("local", "Where the work runs: local (this machine, --workers) or ray (Ray tasks over the input splits; needs the `ray` extra). The output is the same.", choices=ENGINES, volatile=True)
     ray_address: str = opt("", "With --engine ray: the Ray cluster to join (HOST:PORT, or auto); empty: start a local Ray cluster for this run.", volatile=True)
     split_size: int = opt(64 << 20, "Bytes of an input file one reader takes: plain text is cut at line boundaries, Wikipedia multistream dumps at bz2 streams (the output does not depend on it).", volatile=True)
@@ -65,6 +67,8 @@ class PrepareConfig:
             raise BadInput("--shard-size, --chunk-size and --split-size must be at least 1")
         if self.ray_address and self.engine != "ray":
             raise BadInput("--ray-address needs --engine ray")
+        if self.worker_mode != "auto" and self.engine != "local":
+            raise BadInput("--worker-mode is for --engine local")
         if self.max_tokens and self.min_tokens > self.max_tokens:
             raise BadInput("--min-tokens is larger than --max-tokens")
         for name in ("valid_fraction", "test_fraction"):
@@ -85,3 +89,14 @@ class PrepareConfig:
             raise BadInput("--unpair works on one language pair: give --lang l1,l2")
         if self.bpe_codes and self.bpe_from:
             raise BadInput("give --bpe-codes (learn) or --bpe-from (reuse), not both")
+
+    def uses_threads(self) -> bool:
+        """Whether the local engine runs its workers as threads: --worker-mode threads, or auto where every
+        step of the work is native (no Wikipedia wikitext conversion, no zh/th segmenter, known languages)."""
+        if self.worker_mode != "auto":
+            return self.worker_mode == "threads"
+        from xlp_cli.text.langs import base_lang
+        from xlp_cli.text.tokenize import SEGMENTED
+
+        segmented = self.tokenize != "none" and any(base_lang(lang) in SEGMENTED for lang in self.lang)
+        return self.source != "wikipedia" and bool(self.lang) and not segmented

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from xlp_cli.arrow_numpy import to_numpy
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.shards import GroupWriter
 
@@ -51,17 +52,17 @@ class Finalizer:
         if table.num_rows == 0:
             return
         if self.dedup:
-            new = self.seen.add_batch(table.column("h").to_numpy())
+            new = self.seen.add_batch(to_numpy(table.column("h")))
             if not new.all():
                 self.dropped["duplicate"] += int((~new).sum())
                 table = table.filter(pa.array(new))
                 if table.num_rows == 0:
                     return
-        u = table.column("u").to_numpy().astype(np.float64) / float(2**64)
+        u = to_numpy(table.column("u")).astype(np.float64) / float(2**64)
         groups = table.column("group").combine_chunks().dictionary_encode()
-        codes = groups.indices.to_numpy(zero_copy_only=False)
+        codes = to_numpy(groups.indices)
         names = groups.dictionary.to_pylist()
-        kinds = table.column("kind").to_numpy(zero_copy_only=False)
+        kinds = table.column("kind")
         for k, group in enumerate(names):
             idx = np.flatnonzero(codes == k)
             if self.max_records:
@@ -82,7 +83,7 @@ class Finalizer:
             is_train[take["valid"]] = False
             is_train[take["test"]] = False
             take["train"] = idx[is_train[idx]]
-            pair = kinds[idx[0]] == "p"
+            pair = kinds[int(idx[0])].as_py() == "p"
             for split in SPLITS:
                 rows = take[split]
                 if len(rows) == 0:

@@ -27,6 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -138,6 +139,57 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
     return out
 
 
+def _mono_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int]]:
+    """`process_chunk` for a chunk of mono tasks only, straight into the chunk table's columns (the same
+    values: ids and hashes as `record_id` and `content_hashes` make them). -> (columns, dropped)."""
+    pipe = _PIPE
+    assert pipe is not None, "init_worker was not called"
+    langs = [t[1] for t in chunk]
+    texts = [t[2] for t in chunk]
+    raws = pipe.raw_batch(texts)
+    procs = _processed(pipe, langs, texts, raws)
+    problem = _length_problem
+    dropped: dict[str, int] = {}
+    keep: list[int] = []
+    for i, proc in enumerate(procs):
+        why = problem(proc)
+        if why:
+            dropped[why] = dropped.get(why, 0) + 1
+            continue
+        keep.append(i)
+    n = len(keep)
+    if n == len(chunk):
+        lang_col, raw_col, text_col = langs, raws, procs
+    else:
+        lang_col, raw_col, text_col = [langs[i] for i in keep], [raws[i] for i in keep], [procs[i] for i in keep]
+    ids, digests = _hashes([chunk[i] for i in keep] if n < len(chunk) else chunk, text_col)
+    hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)  # little-endian halves: h, u
+    none = pa.nulls(n, pa.string())
+    cols = {"kind": pa.array(["m"] * n, pa.string()), "group": lang_col, "id": ids,
+            "source": [chunk[i][3] for i in keep], "lang1": lang_col, "lang2": none, "raw1": raw_col, "raw2": none,
+            "text1": text_col, "text2": none, "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
+    return cols, dropped
+
+
+def _hashes(tasks: list[tuple], procs: list[str]) -> tuple[Any, bytes]:
+    """(ids, 16-byte blake2b digests joined) of mono records: `record_id` and `content_hashes`' digest, computed
+    natively without the GIL when the records share their language and source (a chunk of one file)."""
+    if len({(t[1], t[3]) for t in tasks}) == 1:
+        _, lang, _, source = tasks[0]
+        hexes, digests = _native_hashes()(f"{source}\x00{lang}\x00", f"{lang}\x00", procs)
+        offsets = np.arange(0, len(hexes) + 1, 16, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), len(procs), [None, pa.py_buffer(offsets), pa.py_buffer(hexes)]), digests
+    blake, sha1 = hashlib.blake2b, hashlib.sha1
+    ids = [sha1(f"{t[3]}\x00{t[1]}\x00{p}".encode("utf-8")).hexdigest()[:16] for t, p in zip(tasks, procs)]
+    return ids, b"".join(blake(f"{t[1]}\x00{p}".encode("utf-8"), digest_size=16).digest() for t, p in zip(tasks, procs))
+
+
+def _native_hashes() -> Any:
+    from xlp_cli.text.native import module
+
+    return module().record_hashes
+
+
 CHUNK_COLUMNS = ["kind", "group", "id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2", "h", "u"]
 CHUNK_SCHEMA = pa.schema([(c, pa.string()) for c in CHUNK_COLUMNS[:-2]] + [("h", pa.uint64()), ("u", pa.uint64())])
 
@@ -181,15 +233,19 @@ def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None,
     if extra.get("fatal") or (problems and _ON_ERROR == "raise"):  # the main process raises; a rerun meets it again
         return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end, **extra,
                 "written": False}, None
-    rows = process_chunk(chunk)
-    dropped: dict[str, int] = {}
-    for r in rows:
-        if r[0] == "x":
-            dropped[r[1]] = dropped.get(r[1], 0) + 1
-    kept = [r if r[0] == "p" else ("m", r[1], r[2], r[3], r[1], None, r[4], None, r[5], None, r[6], r[7])
-            for r in rows if r[0] != "x"]
-    cols = dict(zip(CHUNK_COLUMNS, map(list, zip(*kept)))) if kept else {c: [] for c in CHUNK_COLUMNS}
-    nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
+    if all(t[0] == "m" for t in chunk):  # the common case, column by column (the same table)
+        cols, dropped = _mono_columns(chunk)
+        nbytes = len("".join(t[2] for t in chunk).encode("utf-8", "surrogatepass"))
+    else:
+        rows = process_chunk(chunk)
+        dropped = {}
+        for r in rows:
+            if r[0] == "x":
+                dropped[r[1]] = dropped.get(r[1], 0) + 1
+        kept = [r if r[0] == "p" else ("m", r[1], r[2], r[3], r[1], None, r[4], None, r[5], None, r[6], r[7])
+                for r in rows if r[0] != "x"]
+        cols = dict(zip(CHUNK_COLUMNS, map(list, zip(*kept)))) if kept else {c: [] for c in CHUNK_COLUMNS}
+        nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
     meta = {"records": n_records, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end, **extra}
     table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
     return meta, table
@@ -197,7 +253,7 @@ def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None,
 
 def write_chunk(path: str | Path, table: pa.Table) -> None:
     with artifacts.atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="lz4", use_dictionary=False)  # (temporary files: fast to write)
 
 
 def process_to_file(chunk: list[tuple], path: str, n_records: int, end: int | None = None, problems: list | tuple = (),

@@ -16,6 +16,7 @@ of about `--chunk-size` records (a `RawPage` weighs about its number of paragrap
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -91,7 +92,7 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
         ) -> Iterator[tuple[list[tuple], int, dict[str, Any]]]:
     """(tasks, records, extra metadata) per chunk of the split, skipping its first `start` records (finished
     by an interrupted run). The last chunk has `tail` (and `fatal` if a problem stopped the reader)."""
-    from xlp_cli.prepare.sources import read_split
+    from xlp_cli.prepare.sources import read_split, read_tasks
 
     errors = CollectedErrors(on_error)
     facts: dict[str, Any] = {}
@@ -107,6 +108,10 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
         facts.update((yield from read_split(split, opts, errors)) or {})
 
     try:
+        fast = read_tasks(split, opts, errors)
+        if fast is not None:  # the source makes the tasks itself (plain text files)
+            yield from _cut_tasks(fast, errors, size, start, extra, facts)
+            return
         for rec in records():
             index += 1
             if index <= start:
@@ -132,6 +137,34 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
         yield chunk, n, extra(end=index, tail=True, fatal=[type(e).__name__, e.message, e.path, e.position])
         return
     yield chunk, n, extra(end=index, tail=True, facts=facts)
+
+
+def _cut_tasks(tasks: Iterator[tuple], errors: CollectedErrors, size: int, start: int,
+               extra: Callable[..., dict[str, Any]], facts: dict[str, Any]) -> Iterator[tuple[list[tuple], int, dict[str, Any]]]:
+    """`cut` for a stream of tasks of one record each (sources.read_tasks): the same chunks, `size` at a time."""
+    def stream() -> Iterator[tuple]:
+        facts.update((yield from tasks) or {})
+
+    it = stream()
+    chunk: list[tuple] = []
+    done = 0  # records before `chunk`
+    try:
+        if start:
+            done = sum(1 for _ in itertools.islice(it, start))
+            if done == start:
+                errors.take()  # reported with the finished chunks already
+        while True:
+            chunk = []
+            chunk.extend(itertools.islice(it, size))  # (a problem that stops the run leaves what was read)
+            if len(chunk) < size:
+                break
+            done += size
+            yield chunk, size, extra(end=done)
+    except XlpError as e:  # as in `cut`
+        yield chunk, len(chunk), extra(end=done + len(chunk), tail=True,
+                                       fatal=[type(e).__name__, e.message, e.path, e.position])
+        return
+    yield chunk, len(chunk), extra(end=done + len(chunk), tail=True, facts=facts)
 
 
 def run_split(split: Split, opts: SourceOptions, on_error: str, size: int, start_chunk: int, start: int,

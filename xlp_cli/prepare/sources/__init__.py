@@ -52,6 +52,15 @@ def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterat
     return (yield from mod.read_split(split, opts, errors))
 
 
+def read_tasks(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[tuple] | None:
+    """A source's fast path for one split: the workers' tasks themselves (what splits.to_task makes of each
+    record, a generator returning the split's facts), or None where the source has none (`read_split` then)."""
+    if split.kind == "stream":
+        return None
+    fast = getattr(importlib.import_module(f"{__name__}.{split.source}"), "read_tasks", None)
+    return fast(split, opts, errors) if fast is not None else None
+
+
 def expand_inputs(patterns: list[str | Path]) -> list[Path]:
     """Files named by paths, folders (all files below, sorted, hidden ones skipped) and globs, in order, once each.
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from xlp_cli.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
 from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track, utf16_problem
+from xlp_cli.text.langs import safe_folder_name
 
 NAME = "text"
 
@@ -51,15 +52,19 @@ def _records(path: Path, lang: str, lines: Iterator[tuple[int, str]], opts: Sour
              per_lang: Counter[str]) -> Iterator[Mono]:
     """The Monos of `lines`; returns how many there were."""
     got = 0
+    name, cap = str(path), opts.max_records
     for n, line in lines:
         line = line.strip()
         if not line:
             continue
         got += 1
-        per_lang[lang] += 1
-        yield Mono(lang, line, NAME, f"{path}:{n}")
-        if opts.max_records and per_lang[lang] >= opts.max_records:
-            break
+        yield Mono(lang, line, NAME, f"{name}:{n}")
+        if cap:
+            per_lang[lang] += 1
+            if per_lang[lang] >= cap:
+                break
+    if not cap:
+        per_lang[lang] += got
     return got
 
 
@@ -93,6 +98,69 @@ def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterat
     if got == 0 and split.first and split.last:
         errors.bad("empty file: no text lines", path=path)
     return {"lines": lines.lines if isinstance(lines, _RangeLines) else 0, "got": got}
+
+
+def read_tasks(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[tuple] | None:
+    """The fast path of `read_split` for a whole plain file (splits.cut uses it when it is not None): the
+    workers' tasks ("m", lang, text, "text") themselves, the same as `to_task` of each record, with the same
+    problems reported at the same records; lines are decoded and stripped a block at a time (~3x less CPU
+    than a record object per line). Not for ranges, compressed files, --max-records or --unpair."""
+    path = Path(split.path)
+    if split.kind != "file" or opts.max_records or opts.unpair_keep is not None or compression(path):
+        return None
+    lang = file_lang(path, opts.langs)
+    if not safe_folder_name(lang):
+        return None  # (each record reports the bad code: the slow path)
+    return _plain_tasks(path, lang, errors, split.first and split.last)
+
+
+_BLOCK = 1 << 18
+
+
+def _plain_tasks(path: Path, lang: str, errors: ErrorPolicy, whole: bool) -> Iterator[tuple]:
+    got = n = 0
+    with track(path, open(path, "rb", buffering=1 << 16)) as f:
+        pending = f.readline()  # the first line, checked as iter_lines checks it
+        if pending.startswith(b"\xef\xbb\xbf"):
+            pending = pending[3:]
+        eof = False
+        if pending and (problem := utf16_problem(pending)):
+            errors.bad(problem, path=path, position=1)  # (skipped: the whole file)
+            eof, pending = True, b""
+        while not eof:
+            data = f.read(_BLOCK)
+            eof = not data
+            pending += data
+            cut = len(pending) if eof else pending.rfind(b"\n") + 1  # whole lines (a long one: read on)
+            block, pending = pending[:cut], pending[cut:]
+            if not block:
+                continue
+            try:
+                lines: list[Any] = block.decode("utf-8").split("\n")
+            except UnicodeDecodeError:
+                lines = block.split(b"\n")  # decoded line by line below, to name the bad one
+            if not lines[-1]:
+                lines.pop()  # (after the block's last line break)
+            if type(lines[0]) is str:
+                n += len(lines)
+                for line in lines:
+                    if line := line.strip():
+                        got += 1
+                        yield ("m", lang, line, NAME)
+                continue
+            for raw in lines:
+                n += 1
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as e:
+                    errors.bad(f"invalid UTF-8 at byte {e.start} of the line", path=path, position=n)
+                    continue
+                if line:
+                    got += 1
+                    yield ("m", lang, line, NAME)
+    if got == 0 and whole:
+        errors.bad("empty file: no text lines", path=path)
+    return {"lines": 0, "got": got}
 
 
 class _RangeLines:

@@ -1,0 +1,111 @@
+"""The fast paths of `xlp prepare --source text` (issue 18): the block reader of plain files gives exactly the
+chunks, problems and facts of the record-by-record reader, and the `xlp` process keeps pandas unloaded while
+pyarrow columns become numpy arrays without it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from xlp_cli.arrow_numpy import to_numpy
+from xlp_cli.prepare import splits
+from xlp_cli.prepare.records import SourceOptions, Split
+from xlp_cli.prepare.sources import text as text_source
+
+
+def _lines() -> list[bytes]:
+    rng = np.random.default_rng(3)
+    out = [b"\xef\xbb\xbf  first line, after a byte order mark \r"]
+    for i in range(700):
+        r = rng.random()
+        if r < 0.03:
+            out.append(b"broken \xff\xfe utf-8 %d" % i)
+        elif r < 0.07:
+            out.append(b" \t ")
+        elif r < 0.08:
+            out.append(b"long " * int(rng.integers(40, 90)))  # longer than the test's block
+        else:
+            out.append(("line %d caf\u00e9\u00a0%s \u2028 end\r" % (i, "w " * int(rng.integers(0, 12)))).encode())
+    return out
+
+
+def _chunks(path: Path, on_error: str, size: int, start: int, fast: bool, monkeypatch) -> list:
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(text_source, "read_tasks", lambda *a: None)
+        m.setattr(text_source, "_BLOCK", 97)  # many block boundaries, lines longer than a block
+        got = splits.cut(Split("text", "file", [str(path)]), SourceOptions(langs=["en"]), on_error, size, start)
+        return [(c, n, {k: v for k, v in meta.items() if k != "read_bytes"}) for c, n, meta in got]
+
+
+@pytest.mark.parametrize("ending", [b"\n", b""])
+@pytest.mark.parametrize("on_error,size,start", [("skip", 50, 0), ("skip", 37, 120), ("skip", 50, 100),
+                                                 ("raise", 50, 0), ("skip", 1000, 5000)])
+def test_block_reader_gives_the_same_chunks(tmp_path, monkeypatch, ending, on_error, size, start):
+    path = tmp_path / "mixed.en.txt"
+    path.write_bytes(b"\n".join(_lines()) + ending)
+    slow = _chunks(path, on_error, size, start, False, monkeypatch)
+    fast = _chunks(path, on_error, size, start, True, monkeypatch)
+    assert fast == slow
+    assert sum(n for _, n, _ in slow) > 0 or start or on_error == "raise"
+    if on_error == "skip" and not start:
+        problems = [p for _, _, meta in slow for p in meta["problems"]]
+        assert problems and all("invalid UTF-8" in p[0] for p in problems)
+
+
+@pytest.mark.parametrize("data", [b"", b"\n \n\t\n", b"only line", b"\xff\nok\n", "hi\nthere\n".encode("utf-16"),
+                                  b"a\r\n\r\nb\r\n"])
+def test_block_reader_edge_files(tmp_path, monkeypatch, data):
+    path = tmp_path / "edge.en.txt"
+    path.write_bytes(data)
+    for on_error in ("skip", "raise"):
+        assert _chunks(path, on_error, 2, 0, True, monkeypatch) == _chunks(path, on_error, 2, 0, False, monkeypatch)
+
+
+def test_to_numpy_reads_the_buffers():
+    chunked = pa.chunked_array([pa.array(np.arange(10, dtype=np.uint64)).slice(3, 4), pa.array([2**64 - 1], pa.uint64())])
+    assert to_numpy(chunked).tolist() == [3, 4, 5, 6, 2**64 - 1]
+    assert to_numpy(pa.array([1, -2], pa.int32()).slice(1)).tolist() == [-2]
+    assert to_numpy(pa.chunked_array([], pa.int64())).tolist() == []
+    with pytest.raises(ValueError):
+        to_numpy(pa.array([1, None], pa.int64()))
+    with pytest.raises(TypeError):
+        to_numpy(pa.array(["a"]))
+
+
+def test_xlp_process_does_not_load_pandas_but_can_still_convert(tmp_path):
+    """The console script's process: pyarrow's conversions run without importing pandas (~0.4 s, ~40 MB),
+    and an explicit `to_pandas()` still works there."""
+    src = tmp_path / "news.en.txt"
+    src.write_text("Hello, World!\nA second line.\n", encoding="utf-8")
+    code = ("import sys; from xlp_cli.entry import main; sys.argv = ['xlp', 'prepare', '--lang', 'en', "
+            f"{str(src)!r}, '--out', {str(tmp_path / 'out')!r}, '--valid-fraction', '0', '--test-fraction', '0']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('pandas' in sys.modules)\n"
+            "import pyarrow as pa; print(pa.table({'a': [1, 2]}).to_pandas()['a'].sum())")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split()[-2:] == ["False", "3"], res.stdout
+
+
+def test_native_record_hashes_equal_the_python_ones():
+    """Record ids (sha1) and content hashes (blake2b-128) of the native path equal `record_id` and
+    `content_hashes` for texts of every length around the hash block sizes, one source/language per chunk or
+    several (the Python path)."""
+    from xlp_cli.prepare import process
+
+    rng = np.random.default_rng(5)
+    alphabet = list("ab \x00\u00e9\u0416\u4e2d\U0001f600\t")
+    texts = ["".join(rng.choice(alphabet, size=n)) for n in list(range(0, 300)) + list(rng.integers(0, 3000, 50))]
+    for tasks in ([("m", "en", t, "text") for t in texts],
+                  [("m", "en" if i % 3 else "fr", t, "opus" if i % 5 else "text") for i, t in enumerate(texts)]):
+        ids, digests = process._hashes(tasks, texts)
+        ids = ids.to_pylist() if isinstance(ids, pa.Array) else ids
+        assert ids == [process.record_id(t[3], t[1], t[2]) for t in tasks]
+        hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2).tolist()
+        assert hu == [list(process.content_hashes(f"{t[1]}\x00{t[2]}")) for t in tasks]

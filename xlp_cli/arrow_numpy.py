@@ -1,0 +1,62 @@
+"""Arrow columns as numpy arrays without pandas, and an `xlp` process that never imports pandas through pyarrow.
+
+pyarrow imports pandas (when it is installed) the first time `pa.array(...)` or `Array.to_numpy()` runs, to check
+whether its argument is a pandas object: ~0.4 s of CPU and ~40 MB of memory in every `xlp` process, for a
+library no stage uses. `without_pandas()` (called by the console script, entry.py) lets pyarrow's lazy pandas
+importer try once while the import is refused, so it records "no pandas"; an explicit conversion such as
+`Table.to_pandas()` still imports pandas then (pyarrow retries the import where pandas is required).
+`to_numpy(column)` reads a fixed-width column's values buffer directly (Array.to_numpy would import pandas).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+_DTYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+           "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float": np.float32, "double": np.float64}
+
+
+class _RefusePandas:
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used by xlp")
+        return None
+
+
+def without_pandas() -> None:
+    """Make pyarrow treat pandas as absent in this process (a no-op once pandas is imported)."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    shim = getattr(getattr(pa, "lib", None), "_pandas_api", None)
+    if shim is None:
+        return
+    refuse = _RefusePandas()
+    sys.meta_path.insert(0, refuse)
+    try:
+        shim.have_pandas  # the shim's one import attempt, refused: it records "no pandas"
+    except Exception:  # noqa: BLE001 - another pyarrow: leave it as it is
+        pass
+    finally:
+        sys.meta_path.remove(refuse)
+
+
+def to_numpy(column: Any) -> np.ndarray:
+    """A fixed-width Arrow Array or ChunkedArray without nulls as a numpy array (copied once when chunked)."""
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    dtype = _DTYPES.get(str(column.type))
+    if dtype is None:
+        raise TypeError(f"to_numpy: unsupported Arrow type {column.type}")
+    parts = []
+    for c in chunks:
+        if c.null_count:
+            raise ValueError("to_numpy: the column has nulls")
+        buf = c.buffers()[1]
+        parts.append(np.frombuffer(buf, dtype, len(c), c.offset * np.dtype(dtype).itemsize) if len(c) else np.empty(0, dtype))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype)

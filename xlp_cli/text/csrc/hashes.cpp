@@ -1,0 +1,120 @@
+// Record ids and content hashes of `xlp prepare`, computed without the GIL (written for this project from
+// FIPS 180-4 (SHA-1) and RFC 7693 (BLAKE2b); equal to Python's hashlib, tested in tests/test_prepare_fast_paths.py):
+//   id   = sha1(id_prefix + text).hexdigest()[:16]          (id_prefix = "source\0lang\0")
+//   hash = blake2b(hash_prefix + text, digest_size=16)      (hash_prefix = "lang\0"; its two little-endian
+//                                                            halves are the de-duplication key and the split draw)
+#include "text.h"
+
+#include <cstring>
+
+namespace xlp {
+namespace {
+
+inline uint32_t rol32(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+inline uint64_t ror64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+// The first 8 bytes of SHA-1 of a + b.
+void sha1_head(const std::string &a, const char *b, size_t nb, unsigned char out[8]) {
+    uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+    const size_t n = a.size() + nb;
+    std::string msg;
+    msg.reserve(n + 72);
+    msg.append(a).append(b, nb);
+    msg.push_back(char(0x80));
+    while (msg.size() % 64 != 56) msg.push_back('\0');
+    const uint64_t bits = uint64_t(n) * 8;
+    for (int i = 7; i >= 0; --i) msg.push_back(char((bits >> (8 * i)) & 0xFF));
+    uint32_t w[80];
+    for (size_t off = 0; off < msg.size(); off += 64) {
+        const unsigned char *p = reinterpret_cast<const unsigned char *>(msg.data() + off);
+        for (int t = 0; t < 16; ++t) w[t] = uint32_t(p[4 * t]) << 24 | uint32_t(p[4 * t + 1]) << 16 | uint32_t(p[4 * t + 2]) << 8 | p[4 * t + 3];
+        for (int t = 16; t < 80; ++t) w[t] = rol32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
+        uint32_t A = h[0], B = h[1], C = h[2], D = h[3], E = h[4];
+        for (int t = 0; t < 80; ++t) {
+            uint32_t f, k;
+            if (t < 20) { f = (B & C) | (~B & D); k = 0x5A827999u; }
+            else if (t < 40) { f = B ^ C ^ D; k = 0x6ED9EBA1u; }
+            else if (t < 60) { f = (B & C) | (B & D) | (C & D); k = 0x8F1BBCDCu; }
+            else { f = B ^ C ^ D; k = 0xCA62C1D6u; }
+            const uint32_t tmp = rol32(A, 5) + f + E + k + w[t];
+            E = D; D = C; C = rol32(B, 30); B = A; A = tmp;
+        }
+        h[0] += A; h[1] += B; h[2] += C; h[3] += D; h[4] += E;
+    }
+    for (int i = 0; i < 8; ++i) out[i] = (h[i / 4] >> (24 - 8 * (i % 4))) & 0xFF;
+}
+
+const uint64_t kIV[8] = {0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull, 0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull,
+                         0x510e527fade682d1ull, 0x9b05688c2b3e6c1full, 0x1f83d9abfb41bd6bull, 0x5be0cd19137e2179ull};
+const uint8_t kSigma[10][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0}};
+
+void blake2b_compress(uint64_t h[8], const unsigned char *block, uint64_t t, bool last) {
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; ++i) {
+        uint64_t x = 0;
+        for (int j = 7; j >= 0; --j) x = (x << 8) | block[8 * i + j];
+        m[i] = x;
+    }
+    for (int i = 0; i < 8; ++i) { v[i] = h[i]; v[i + 8] = kIV[i]; }
+    v[12] ^= t;  // (the counter's high 64 bits stay 0: records are short)
+    if (last) v[14] = ~v[14];
+    auto G = [&](int a, int b, int c, int d, uint64_t x, uint64_t y) {
+        v[a] = v[a] + v[b] + x; v[d] = ror64(v[d] ^ v[a], 32);
+        v[c] = v[c] + v[d];     v[b] = ror64(v[b] ^ v[c], 24);
+        v[a] = v[a] + v[b] + y; v[d] = ror64(v[d] ^ v[a], 16);
+        v[c] = v[c] + v[d];     v[b] = ror64(v[b] ^ v[c], 63);
+    };
+    for (int r = 0; r < 12; ++r) {
+        const uint8_t *s = kSigma[r % 10];
+        G(0, 4, 8, 12, m[s[0]], m[s[1]]);   G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        G(2, 6, 10, 14, m[s[4]], m[s[5]]);  G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        G(0, 5, 10, 15, m[s[8]], m[s[9]]);  G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        G(2, 7, 8, 13, m[s[12]], m[s[13]]); G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; ++i) h[i] ^= v[i] ^ v[i + 8];
+}
+
+// BLAKE2b-128 (unkeyed) of a + b.
+void blake2b_16(const std::string &a, const char *b, size_t nb, unsigned char out[16]) {
+    uint64_t h[8];
+    for (int i = 0; i < 8; ++i) h[i] = kIV[i];
+    h[0] ^= 0x01010000ull ^ 16;
+    std::string msg;
+    msg.reserve(a.size() + nb);
+    msg.append(a).append(b, nb);
+    const size_t n = msg.size();
+    size_t off = 0;
+    while (n - off > 128) {
+        blake2b_compress(h, reinterpret_cast<const unsigned char *>(msg.data() + off), off + 128, false);
+        off += 128;
+    }
+    unsigned char last[128] = {0};
+    memcpy(last, msg.data() + off, n - off);
+    blake2b_compress(h, last, n, true);
+    for (int i = 0; i < 16; ++i) out[i] = (h[i / 8] >> (8 * (i % 8))) & 0xFF;
+}
+
+}  // namespace
+
+void record_hashes(const std::string &id_prefix, const std::string &hash_prefix,
+                   const std::vector<std::pair<const char *, size_t>> &texts, std::string &ids, std::string &digests) {
+    static const char kHex[] = "0123456789abcdef";
+    ids.resize(texts.size() * 16);
+    digests.resize(texts.size() * 16);
+    for (size_t i = 0; i < texts.size(); ++i) {
+        unsigned char head[8];
+        sha1_head(id_prefix, texts[i].first, texts[i].second, head);
+        for (int k = 0; k < 8; ++k) {
+            ids[16 * i + 2 * k] = kHex[head[k] >> 4];
+            ids[16 * i + 2 * k + 1] = kHex[head[k] & 15];
+        }
+        blake2b_16(hash_prefix, texts[i].first, texts[i].second, reinterpret_cast<unsigned char *>(&digests[16 * i]));
+    }
+}
+
+}  // namespace xlp
