@@ -118,7 +118,7 @@ def test_evaluate_writes_table_with_signature(overfit, tmp_path):
     assert res["runs"]["xlp"]["bleu"]["de-en"]["mean"] > 90
     assert any(s.startswith("nrefs:1|case:mixed|eff:no|tok:13a") for s in res["signatures"])
     md = (out / "report.md").read_text()
-    assert "| run | de-en | Avg |" in md and (out / "bleu.png").is_file() and (out / "valid_nll.png").is_file()
+    assert "## Supervised directions" in md and "| run | de-en | Avg |" in md and (out / "bleu.png").is_file() and (out / "valid_nll.png").is_file()
     # the copy baseline: the German source given back, scored against the English references
     from sacrebleu.metrics import BLEU
 

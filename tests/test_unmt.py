@@ -117,6 +117,7 @@ def test_unmt_from_mlm_resumes_bitwise_and_is_scored_against_the_copy_baseline(m
     assert set(res["runs"]) == {"copy", "vle"} and res["supervised"] == ["de-en", "en-de"]
     assert any("smooth:none" in s and "tok:none" in s for s in res["signatures"])
     assert "multi-bleu" in r.output and "copy" in r.output
+    assert "## Unsupervised directions" in (m30k["tmp"] / "ev" / "report.md").read_text()  # UNMT saw no pair
 
 
 @pytest.mark.slow

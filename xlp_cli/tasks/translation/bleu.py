@@ -93,7 +93,9 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
             "interlingua[" + ",".join(cfg.get("intl-losses", [])) + "]"
         default = "copy" if cfg.get("copy-baseline") else default
         name = names[i] if names else default
-        r = runs.setdefault(name, {"folders": [], "seeds": [], "zero_shot": set(), "directions": [], "curves": {}})
+        r = runs.setdefault(name, {"folders": [], "seeds": [], "zero_shot": set(), "directions": [], "curves": {},
+                                   "tasks": set()})
+        r["tasks"].add(m.get("task"))
         r["folders"].append(str(folder))
         r["zero_shot"].update(m.get("zero_shot", []))
         for d in m.get("directions", []):
@@ -248,7 +250,10 @@ def run(cfg: Any) -> dict[str, Any]:
     html_parts = []
     results: dict[str, Any] = {"task": "translation", "split": split, "runs": {}, "supervised": supervised, "zero_shot": zero}
     pngs: list[tuple[str, Path]] = []
-    for label, dirs in (("Supervised directions", supervised), ("Zero-shot directions", zero)):
+    # UNMT runs never saw a pair: their directions are "unsupervised", not "supervised"
+    trained = "Unsupervised directions" if all(r.get("tasks") == {"unmt"} for r in runs.values()
+                                               if r.get("tasks")) else "Supervised directions"
+    for label, dirs in ((trained, supervised), ("Zero-shot directions", zero)):
         if not dirs:
             continue
         for metric, what in (("bleu", "detokenized sacreBLEU"), ("tok_bleu", "tokenized BLEU (the papers' metric)")):
