@@ -11,8 +11,10 @@
    random one (it never stops early: every output runs to the 1.3 x length + 5 limit, the same in both modes).
 2. Training step time (VLE Table 5's measure) for every encoding (none, additive, attaching, xlp, vle adding,
    vle padding, vle padding with a large K): a randomly initialised model of --preset, `Unmt.micro_batches` +
-   `loss` + backward + AdamW step, --steps timed steps after 2 warm-up steps, mean ms/step and the ratio to
-   additive. Random models generate to the length limit, so the back-translation share is the worst case.
+   `loss` + backward + AdamW step. The encodings are timed in --rounds interleaved rounds (--steps steps of each,
+   in turn, after 2 warm-up steps each), so a change of machine load hits every encoding alike; printed: the min
+   and median ms/step over rounds and the median ratio to additive within a round. Random models generate to the
+   length limit, so the back-translation share is the worst case.
 Results go to docs/benchmarks.md.
 """
 
@@ -81,7 +83,8 @@ def generation(model: Seq2Seq, sents: list[np.ndarray], batch: int, src: int, tg
     return {"batched": n / (t1 - t0), "single": n / (t2 - t1), "same": batched == [[t for t in s if t != 2] for s in single]}
 
 
-def step_time(model: Seq2Seq, ids: Path, langs: list[str], steps: int, batch: int) -> float:
+def stepper(model: Seq2Seq, ids: Path, langs: list[str], batch: int):
+    """One UNMT training step of `model` (AE + BT + MLM for both languages, backward, AdamW) per call; seconds."""
     from xlp_cli.bpe.dictionary import Dictionary
 
     V = len(Dictionary.read(ids / "dict.txt"))
@@ -93,18 +96,21 @@ def step_time(model: Seq2Seq, ids: Path, langs: list[str], steps: int, batch: in
     obj = Unmt(cfg, 1, langs, {lang: i for i, lang in enumerate(langs)}, streams, V, rt)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     model.train()
-    times = []
-    for step in range(steps + 2):
+    state = {"step": 0}
+
+    def one() -> float:
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss, _ = obj.loss(model, next(iter(obj.micro_batches(step, 1))))
+        loss, _ = obj.loss(model, next(iter(obj.micro_batches(state["step"], 1))))
         loss.backward()
         for p in model.parameters():
             if p.grad is not None and p.grad.is_sparse:
                 p.grad = p.grad.to_dense()
         opt.step()
-        times.append(time.perf_counter() - t0)
-    return 1000 * float(np.mean(times[2:]))
+        state["step"] += 1
+        return time.perf_counter() - t0
+
+    return one
 
 
 def main() -> None:
@@ -116,6 +122,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the encodings (load drift)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -133,15 +140,20 @@ def main() -> None:
         rows = [("none", {}), ("additive", {}), ("attaching", {}), ("xlp", {}),
                 ("vle", {"vle_style": "adding", "vle_k": 100}), ("vle", {"vle_style": "padding", "vle_k": 100}),
                 ("vle", {"vle_style": "adding", "vle_k": 10000})]
-        base = None
-        print(f"UNMT training step ({args.preset}, {args.batch_size} sentences per language and loss, random init):")
-        for name, opts in rows:
-            ms = step_time(random_model(name, opts, ids, vocab, args.preset, langs), ids, langs, args.steps,
-                           args.batch_size)
-            base = ms if name == "additive" else base
+        print(f"UNMT training step ({args.preset}, {args.batch_size} sentences per language and loss, random init; "
+              f"{args.rounds} interleaved rounds of {args.steps} steps after 2 warm-up steps each):")
+        steppers = [stepper(random_model(n, o, ids, vocab, args.preset, langs), ids, langs, args.batch_size)
+                    for n, o in rows]
+        for one in steppers:  # warm-up
+            one(), one()
+        per_round = [[1000 * float(np.mean([one() for _ in range(args.steps)])) for one in steppers]
+                     for _ in range(args.rounds)]  # every round times each encoding in turn: load drifts hit all
+        for i, (name, opts) in enumerate(rows):
+            mine = [r[i] for r in per_round]
+            ratios = [r[i] / r[1] for r in per_round]  # row 1 is additive, timed in the same round
             label = name + (f" {opts['vle_style']} K={opts['vle_k']}" if opts else "")
-            print(f"  {label:24s} {ms:8.1f} ms/step" + (f"  {ms / base:.2f}x additive" if base else ""))
-
+            print(f"  {label:24s} {min(mine):8.1f} ms/step (min of rounds), {float(np.median(mine)):8.1f} (median); "
+                  f"x additive: {float(np.median(ratios)):.2f} (median of rounds)")
 
 if __name__ == "__main__":
     main()
