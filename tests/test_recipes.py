@@ -248,3 +248,18 @@ task = "xnli"
     ft = json.loads((tmp_path / "out" / "finetune" / "additive" / "results.json").read_text())
     assert ft["langs"] == ["fr"] and "fr" in ft["accuracy"]["1"]["test"]
     assert s["comparison"]["scores"]["langs"] == ["fr"]
+
+
+def test_the_xlp_arm_of_the_cpu_study_shares_the_full_study_folders():
+    """pipelines/fidelity_cpu_xlp.toml: every stage it has is the same table, in the same folder, as in
+    fidelity_cpu.toml (so each recipe skips what the other finished); only its evaluations have folders of their own."""
+    full, _ = recipes.parse(REPO / "pipelines" / "fidelity_cpu.toml")
+    part, _ = recipes.parse(REPO / "pipelines" / "fidelity_cpu_xlp.toml")
+    cfg = {name: {nid: recipes.build_config(n[nid], n, force=False) for nid in recipes.order(n)}
+           for name, n in (("full", full), ("part", part))}
+    assert not any(nid.startswith(("pretrain.vle", "finetune.vle")) for nid in part)
+    for nid, c in cfg["part"].items():
+        if nid.startswith("evaluate."):
+            assert c.out != cfg["full"][nid].out
+        else:
+            assert c == cfg["full"][nid], nid
