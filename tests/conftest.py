@@ -15,19 +15,17 @@ FIXTURES = REPO / "tests" / "fixtures"
 os.environ.setdefault("XLP_QUIET", "1")
 
 # `make test` runs pytest-xdist with `--dist loadgroup`: each module stays on one worker (its module-scoped
-# fixtures are built once), and the modules that start, watch or kill processes machine-wide (Ray clusters,
-# torchrun, kill sweeps, worker pools, HTTP servers) all share one worker, so they never run beside each other.
-PROCESS_MODULES = {
-    "test_prepare_ray", "test_reliability", "test_hardening", "test_prepare_resume",
-    "test_prepare_wikipedia_workers", "test_pretrain_distributed", "test_download", "test_prepare_splits",
-}
+# fixtures are built once), and the modules that start or watch processes machine-wide (a Ray cluster whose
+# workers the tests find and kill, torchrun's rendezvous ports, a local HTTP server) share one worker, so they
+# never run beside each other. `tryfirst`: the groups must be set before xdist's own hook reads them.
+PROCESS_MODULES = {"test_prepare_ray", "test_pretrain_distributed", "test_download"}
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else item.nodeid
-        group = "processes" if module in PROCESS_MODULES or item.get_closest_marker("reliability") else module
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group("processes" if module in PROCESS_MODULES else module))
 
 
 @pytest.fixture(scope="session")
