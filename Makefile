@@ -26,13 +26,14 @@ setup: $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/xlp run pipelines/demo.toml
 
-# pytest-xdist: TEST_WORKERS processes (CI has 2 cores); modules stay whole on one worker, and the tests that start
-# or kill processes machine-wide share one (tests/conftest.py). TEST_WORKERS=0 runs in one process.
+# pytest-xdist: TEST_WORKERS processes (CI has 2 cores); TEST_WORKERS=0 runs in one process. The Ray tests
+# (marker `ray`) find and kill Ray workers machine-wide, so they run afterwards, alone, in one process.
 TEST_WORKERS ?= 2
-PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20
 
 test: setup
-	$(PYTEST) tests
+	$(PYTEST) -m "not ray" tests
+	$(PY) -m pytest -q -m ray tests
 
 test-fast: setup
 	$(PYTEST) -m "not slow and not integration and not reliability" tests

@@ -14,20 +14,6 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 os.environ.setdefault("XLP_QUIET", "1")
 
-# `make test` runs pytest-xdist with `--dist loadgroup`: each module stays on one worker (its module-scoped
-# fixtures are built once), and the modules that start or watch processes machine-wide (a Ray cluster whose
-# workers the tests find and kill, torchrun's rendezvous ports, a local HTTP server) share one worker, so they
-# never run beside each other. `tryfirst`: the groups must be set before xdist's own hook reads them.
-PROCESS_MODULES = {"test_prepare_ray", "test_pretrain_distributed", "test_download"}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else item.nodeid
-        item.add_marker(pytest.mark.xdist_group("processes" if module in PROCESS_MODULES else module))
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real corpora (XLP_DATA_DIR, default ../shared/data). Skips visibly only when the folder is absent."""
