@@ -185,6 +185,14 @@ task = "xnli"
     second = _run(r)
     assert [s["status"] for s in second["stages"]] == ["skipped (done)"] * 6
     assert second["comparison"]["scores"]["runs"]["xlp"]["acc"]["en"]["n"] == 1
+    # a run killed after the prepare manifest, while its chunk files were being removed: the next run lets
+    # skip prepare and remove them (nothing runs)
+    leftover = tmp_path / "out" / "prepare" / ".work" / "chunk-000000-000000.parquet"
+    leftover.parent.mkdir()
+    leftover.write_bytes(b"PAR1")
+    cleaned = _run(r)
+    assert [s["status"] for s in cleaned["stages"]] == ["skipped (done)"] * 6
+    assert not leftover.parent.exists()
     # a changed fine-tuning key: that stage refuses the folder without --force; with it, only it and its
     # dependants run again
     changed = _write(tmp_path, text.replace("lr = [1e-3]", "lr = [2e-3]"))

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from xlp_cli import ui
+from xlp_cli import stages, ui
 from xlp_cli.errors import BadInput, WorkFailed
 
 ERROR_PREFIX = "xlp: error: "
@@ -76,6 +76,15 @@ def _waits_for(nid: str, plan: list[str], nodes: dict[str, Any]) -> set[str]:
     return deps & set(plan)
 
 
+def skip(nid: str, node: Any) -> None:
+    """A finished stage is not run again; its `tidy` hook (stages.py) removes what a killed run left behind."""
+    node.status = "skipped (done)"
+    tidy = stages.STAGES[node.stage].tidy
+    if tidy:
+        stages.load(tidy)(node.cfg.out)
+    ui.info(f"[run] {nid}: done, skipping ({node.cfg.out})")
+
+
 def run_parallel(plan: list[str], nodes: dict[str, Any], *, selected: list[str], jobs: int, logs: Path,
                  prepare_node: Callable[[Any], None], is_done: Callable[[Any], bool],
                  run_path: Callable[[Any], str]) -> None:
@@ -98,8 +107,7 @@ def run_parallel(plan: list[str], nodes: dict[str, Any], *, selected: list[str],
                 node = nodes[ready]
                 prepare_node(node)
                 if is_done(node) and not (set(node.deps) & ran):
-                    node.status = "skipped (done)"
-                    ui.info(f"[run] {ready}: done, skipping ({node.cfg.out})")
+                    skip(ready, node)
                     finished.add(ready)
                     continue
                 log = logs / f"{ready}.log"

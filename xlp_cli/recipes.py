@@ -380,8 +380,7 @@ def _run_serial(plan: list[str], nodes: dict[str, Node], selected: list[str], dr
             node.status = "done" if done else "to run"
             continue
         if done:
-            node.status = "skipped (done)"
-            ui.info(f"[run] {nid}: done, skipping ({node.cfg.out})")
+            recipe_jobs.skip(nid, node)
             continue
         for d in node.deps:
             if d not in selected and not is_done(nodes[d]):

@@ -2,8 +2,9 @@
 
 Each entry: the command path, the config (a dataclass, or a `TaskDispatch` whose class depends on --task), the run
 function, the `stage` its manifest records (None: it writes no stage folder), its help line, a worked example (the
-end of its --help; tests/test_cli_help.py parses it), an optional summary printer, and whether a recipe may
-contain it. References are "module:attr" strings, imported only when used.
+end of its --help; tests/test_cli_help.py parses it), an optional summary printer, whether a recipe may
+contain it, and an optional `tidy(out)` that `xlp run` calls when it skips a finished stage (it removes what a run
+killed after its manifest left behind). References are "module:attr" strings, imported only when used.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Stage:
     example: str = ""
     summary: str | None = None
     in_recipes: bool = True
+    tidy: str | None = None
 
 
 STAGES: dict[str, Stage] = {
@@ -31,7 +33,7 @@ STAGES: dict[str, Stage] = {
                      "xlp prepare --source gettext --lang en,de,fr,zh --mono-from-parallel --out out/gettext\n"
                      "xlp prepare --source text --lang en ../shared/data/commonvoice_sentences/en.sentence-collector.txt.gz "
                      "--out out/prep-en",
-                     "xlp_cli.prepare.run:print_summary"),
+                     "xlp_cli.prepare.run:print_summary", tidy="xlp_cli.prepare.run:tidy"),
     "text": Stage(("text",), "xlp_cli.text.config:TextConfig", "xlp_cli.text.filter:run", None,
                   "Clean, normalize, tokenize and lowercase text lines (stdin or INPUT) into OUTPUT: a drop-in for "
                   "XLM's tokenize.sh.", "cat raw.en | xlp text --lang en", "xlp_cli.text.filter:print_summary",

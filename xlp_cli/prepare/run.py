@@ -175,6 +175,11 @@ def _forget_config_if_nothing_done(out: Path) -> None:
     marker.unlink()
 
 
+def tidy(out: Path) -> None:
+    """A finished output's leftover chunk files (a run killed while they were being removed) go."""
+    shutil.rmtree(Path(out) / _WORK, ignore_errors=True)
+
+
 def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = False) -> bool:
     """Every shard the manifest lists is there with its sha256. With `remove_bad`, damaged ones are deleted
     (the run that follows rebuilds them; shards on disk are otherwise trusted and kept)."""
