@@ -111,6 +111,8 @@ def kill_at(z, args: list[str], out: Path, progress: float, seconds: float, sig:
         if prog.poll() >= progress or time.monotonic() - t0 >= seconds:
             os.killpg(pid, sig)
             rc = z.wait(pid)
+            if rc == 0 and sig == signal.SIGKILL:  # it exited between the check and the kill (a zombie then)
+                return None
             return rc, log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
         time.sleep(0.002)
     z.wait(pid)
