@@ -40,6 +40,7 @@ class PrepareConfig:
     dedup: bool = opt(True, "Drop exact duplicates (per language / pair).")
     valid_fraction: float = opt(0.01, "Share of records (by content hash) in the valid split.")
     test_fraction: float = opt(0.01, "Share of records (by content hash) in the test split.")
+    split_by: str = opt("pair", "What decides a parallel record's split: pair (its own content hash) or sentences (every pair that shares a sentence with it, in any language, goes to the same split, and overflow past --max-valid/--max-test is dropped, not trained on: no valid/test sentence is ever a training sentence; for zero-shot tests on multi-way corpora such as Multi30k). Reads the source twice.", choices=("pair", "sentences"))
     max_valid: int = opt(5000, "Cap on valid records per language (0: no cap), as XLM's 5000.")
     max_test: int = opt(5000, "Cap on test records per language (0: no cap).")
     max_records: int = opt(0, "Read at most this many records per language/pair from the source, and keep at most this many (0: all).")
@@ -87,6 +88,8 @@ class PrepareConfig:
             raise BadInput(f"--unpair needs a parallel source (opus, gettext), not --source {self.source}")
         if self.unpair and len(self.lang) != 2:
             raise BadInput("--unpair works on one language pair: give --lang l1,l2")
+        if self.split_by == "sentences" and (self.source not in ("opus", "gettext") or self.unpair):
+            raise BadInput("--split-by sentences is for parallel data (--source opus or gettext, without --unpair)")
         if self.bpe_codes and self.bpe_from:
             raise BadInput("give --bpe-codes (learn) or --bpe-from (reuse), not both")
 

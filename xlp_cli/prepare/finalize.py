@@ -6,7 +6,9 @@ Chunk files are fed in order. Per language or pair ("group"):
 - with --max-records, records past the cap are dropped;
 - the split comes from the content hash: u = hash/2^64; valid if u < valid_fraction, test if
   u < valid_fraction + test_fraction, else train. Once a group's valid (test) split holds --max-valid
-  (--max-test) records, further valid (test) records go to train.
+  (--max-test) records, further valid (test) records go to train, or with `--split-by sentences` are dropped
+  (`over_split_cap`): a held-out sentence is never trained on. (There `u` is the sentence group's, see
+  sentence_groups.py, so all pairs of a group agree.)
 Everything is vectorised per batch, and rows keep their input order inside each split/group.
 """
 
@@ -30,8 +32,10 @@ _PAIR = ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]
 
 class Finalizer:
     def __init__(self, out: Path, *, valid_fraction: float, test_fraction: float, max_valid: int, max_test: int,
-                 max_records: int, shard_size: int, dedup: bool = True, seen: HashSet64 | None = None):
+                 max_records: int, shard_size: int, dedup: bool = True, seen: HashSet64 | None = None,
+                 overflow_to_train: bool = True):
         self.out = out
+        self.overflow_to_train = overflow_to_train
         self.dedup = dedup
         self.vf = valid_fraction
         self.tf = valid_fraction + test_fraction
@@ -75,13 +79,17 @@ class Finalizer:
             self.kept[group] += len(idx)
             uu = u[idx]
             take = {"valid": idx[uu < self.vf], "test": idx[(uu >= self.vf) & (uu < self.tf)]}
-            for split in ("valid", "test"):  # past its cap a valid/test record goes to train
+            is_train = np.ones(len(table), dtype=bool)
+            for split in ("valid", "test"):  # past its cap a valid/test record goes to train (or is dropped)
+                is_train[take[split]] = False
                 cap = self.caps[split]
                 if cap:
-                    take[split] = take[split][:max(0, cap - self.per_split[split][group])]
-            is_train = np.ones(len(table), dtype=bool)
-            is_train[take["valid"]] = False
-            is_train[take["test"]] = False
+                    room = max(0, cap - self.per_split[split][group])
+                    if self.overflow_to_train:
+                        is_train[take[split][room:]] = True
+                    else:
+                        self.dropped["over_split_cap"] += len(take[split][room:])
+                    take[split] = take[split][:room]
             take["train"] = idx[is_train[idx]]
             pair = kinds[int(idx[0])].as_py() == "p"
             for split in SPLITS:

@@ -3,6 +3,7 @@
 Records travel as plain tuples (cheap to pickle):
   mono  ("m", lang, text, source)
   pair  ("p", lang1, lang2, text1, text2, source)      with lang1 <= lang2 (the pipeline orders pairs)
+        (with `--split-by sentences` a mono or pair task carries one more item: its sentence group's `u`)
   page  ("w", lang, text, source, path, position, extract, context)   a `RawPage`: the worker first runs
         `extract(text, context)` (wikipedia: wikitext -> paragraphs) and treats each paragraph as a mono
         record; a `RecordProblem` it raises is returned as a problem [message, path, position]
@@ -117,16 +118,17 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
     out: list[tuple] = []
     for rec in chunk:
         if rec[0] == "m":
-            _, lang, _, source = rec
+            lang, source = rec[1], rec[3]
             raw, proc = next(raws), next(procs)
             why = problem(proc)
             if why:
                 out.append(("x", why))
                 continue
             h, u = content_hashes(f"{lang}\x00{proc}")
+            u = rec[4] if len(rec) > 4 else u
             out.append(("m", lang, record_id(source, lang, proc), source, raw, proc, h, u))
         else:
-            _, l1, l2, _, _, source = rec
+            l1, l2, source = rec[1], rec[2], rec[5]
             r1, r2 = next(raws), next(raws)
             p1, p2 = next(procs), next(procs)
             why = problem(p1) or problem(p2)
@@ -135,6 +137,7 @@ def process_chunk(chunk: list[tuple]) -> list[tuple]:
                 continue
             group = f"{l1}-{l2}"
             h, u = content_hashes(f"{group}\x00{p1}\x00{p2}")
+            u = rec[6] if len(rec) > 6 else u
             out.append(("p", group, record_id(source, group, f"{p1}\x00{p2}"), source, l1, l2, r1, r2, p1, p2, h, u))
     return out
 
@@ -233,7 +236,7 @@ def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None,
     if extra.get("fatal") or (problems and _ON_ERROR == "raise"):  # the main process raises; a rerun meets it again
         return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end, **extra,
                 "written": False}, None
-    if all(t[0] == "m" for t in chunk):  # the common case, column by column (the same table)
+    if all(t[0] == "m" and len(t) == 4 for t in chunk):  # the common case, column by column (the same table)
         cols, dropped = _mono_columns(chunk)
         nbytes = len("".join(t[2] for t in chunk).encode("utf-8", "surrogatepass"))
     else:

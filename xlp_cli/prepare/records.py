@@ -82,7 +82,8 @@ class SourceOptions:
     mono_from_parallel: bool = False  # also yield each side of parallel data as Mono (gettext, opus)
     max_records: int = 0  # per language (0 = no limit); sources may stop early
     defer_pages: bool = False  # a source may yield RawPage (set by the pipeline, which expands them in workers)
-    unpair_keep: frozenset[int] | None = None  # --unpair: the sentences to keep (records.unpair_plan)
+    unpair_keep: frozenset[int] | None = None  # --unpair: the sentences to keep (sentence_groups.unpair_plan)
+    split_plan: dict[int, int] | None = None  # --split-by sentences: sentence key -> split value (sentence_groups)
 
 
 @dataclasses.dataclass
@@ -171,41 +172,3 @@ class Source(Protocol):
 def sentence_key(lang: str, text: str) -> int:
     """A 64-bit key of a sentence in a language (`--unpair`)."""
     return int.from_bytes(hashlib.blake2b(f"{lang}\x00{text}".encode("utf-8"), digest_size=8).digest(), "big")
-
-
-def unpair_plan(records: Iterator[Record]) -> frozenset[int]:
-    """`--unpair`, first read of the source: the keys of the sentences to keep so that every pair gives ONE side
-    and no sentence has its translation in the output (the unsupervised-MT setting of Lample et al. 2018 on a
-    parallel corpus such as Multi30k).
-
-    The two sentences of every pair are linked into connected groups (a sentence that occurs in several pairs ties
-    them together); a group keeps the sentences of the alphabetically first language when its smallest key is
-    even, else those of the other. All the pairs that share a sentence therefore give the same language, which
-    makes the guarantee exact (a caption repeated with two different translations cannot leak), and about half
-    the groups give each language. One language pair only (the config checks it). Memory: one key per sentence."""
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        root = x
-        while parent.setdefault(root, root) != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    pairs = []
-    for r in records:
-        if isinstance(r, Pair):
-            (la, ta), (lb, tb) = sorted([(r.lang1, r.text1), (r.lang2, r.text2)])
-            ka, kb = sentence_key(la, ta), sentence_key(lb, tb)
-            pairs.append((ka, kb))
-            a, b = find(ka), find(kb)
-            if a != b:
-                parent[max(a, b)] = min(a, b)  # the smallest key is the root of its group
-    return frozenset(ka if find(ka) % 2 == 0 else kb for ka, kb in pairs)
-
-
-def unpair(rec: Pair, keep: frozenset[int]) -> Mono:
-    """The side of a pair that `unpair_plan` keeps, as a Mono."""
-    (la, ta), (lb, tb) = sorted([(rec.lang1, rec.text1), (rec.lang2, rec.text2)])
-    return Mono(la, ta, rec.source, rec.origin) if sentence_key(la, ta) in keep else Mono(lb, tb, rec.source, rec.origin)

@@ -39,7 +39,8 @@ from xlp_cli.prepare import ray_cluster, workdir
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger
-from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions, unpair_plan
+from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions
+from xlp_cli.prepare.sentence_groups import split_plan, unpair_plan
 from xlp_cli.prepare.report import print_summary, progress, summary  # noqa: F401 (print_summary: the CLI's)
 from xlp_cli.prepare.splits import folder_ok, split_bytes
 
@@ -53,6 +54,8 @@ def output_config(cfg: PrepareConfig) -> dict[str, Any]:
     """The config as recorded in the manifest and guarded against: everything that changes the output (the
     volatile flags are marked in config.py; `out` is left out so that a moved folder is still recognised)."""
     drop = keys_where(cfg, "volatile") | {"out"}
+    if cfg.split_by == "pair":
+        drop.add("split-by")  # the default, as before the flag existed: earlier folders keep their config hash
     return {k: v for k, v in to_dict(cfg).items() if k not in drop}
 
 
@@ -217,6 +220,8 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     size, plan = workdir.load_plan(work, cfg.chunk_size, lambda: plan_splits(cfg.source, inputs, opts, cfg.split_size))
     if cfg.unpair:  # a first read of the splits groups the pairs; its problems are reported by the real read
         opts.unpair_keep = unpair_plan(r for split in plan for r in read_split(split, opts, CollectedErrors("skip")))
+    if cfg.split_by == "sentences":  # the same first read: every pair's group and its split
+        opts.split_plan = split_plan(r for split in plan for r in read_split(split, opts, CollectedErrors("skip")))
     done = workdir.finished_chunks(work, len(plan))
     resumed = sum(map(len, done))
     if resumed:
@@ -231,7 +236,8 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
         engine.start(jobs, [lang for lang in cfg.lang if folder_ok(lang)])
         fin = Finalizer(work.parent, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction,
                         max_valid=cfg.max_valid, max_test=cfg.max_test, max_records=cfg.max_records,
-                        shard_size=cfg.shard_size, dedup=cfg.dedup, seen=engine.hash_set())
+                        shard_size=cfg.shard_size, dedup=cfg.dedup, seen=engine.hash_set(),
+                        overflow_to_train=cfg.split_by == "pair")
         sizes = [split_bytes(split) for split in plan]
         read = [0] * len(plan)  # input bytes consumed per split (the reader's position; all of it at its tail)
         with progress(sum(sizes)) as bar:

@@ -26,7 +26,8 @@ import pyarrow as pa
 from xlp_cli.errors import XlpError
 from xlp_cli.prepare import process
 from xlp_cli.prepare.records import (CollectedErrors, ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions,
-                                     Split, unpair)
+                                     Split)
+from xlp_cli.prepare.sentence_groups import unpair, with_group_u
 from xlp_cli.text.langs import safe_folder_name
 
 # how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
@@ -126,6 +127,8 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
                 if opts.unpair_keep is not None and type(rec) is Pair:
                     rec = unpair(rec, opts.unpair_keep)  # --unpair: one side of each pair
                 t = to_task(rec, errors)
+                if t is not None and opts.split_plan is not None:
+                    t = with_group_u(t, rec, opts.split_plan)  # --split-by sentences
                 n += 1
                 weight += 1
             if t is not None:
