@@ -230,3 +230,16 @@ def test_vocab_score_on_ray_counts_as_the_local_engine(ray_address, cv_texts, tm
     del m["ray"]["config"]["out"], m["local"]["config"]["out"]
     assert m["ray"]["config"] == m["local"]["config"] and m["ray"]["counts"] == m["local"]["counts"]
     assert len(list((prep.parent / "prep-ids" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks
+
+
+def test_split_by_sentences_on_ray_writes_what_the_local_engine_writes(ray_address, tmp_path):
+    from test_prepare_split_by import write_three_way
+
+    src = write_three_way(tmp_path / "src")
+    common = ["prepare", "--source", "opus", *src, "--lang", "de,en,fr", "--valid-fraction", "0.1",
+              "--test-fraction", "0.2", "--split-by", "sentences", "--mono-from-parallel"]
+    for engine in ("local", "ray"):  # the plan (a dict per sentence) travels to the Ray tasks with the options
+        r = run_cli(*common, "--engine", engine, "--out", tmp_path / engine)
+        assert r.exit_code == 0, r.output
+    got, want = hashes(tmp_path / "ray"), hashes(tmp_path / "local")
+    assert got == want and any("/test/" in f"/{k}" for k in got), (got, want)
