@@ -75,8 +75,8 @@ def split_plan(records: Iterable[Record]) -> dict[int, int]:
 def with_group_u(task: tuple, rec: Mono | Pair, plan: dict[int, int]) -> tuple:
     """The worker task of `rec` with its group's split value appended (process.py uses it instead of the
     content hash's); a mono sentence that no pair contains keeps its content split."""
-    if type(rec) is Pair:
-        return (*task, plan[pair_keys(rec)[0][2]])
+    if type(rec) is Pair:  # either side's key: both are in the group (one hash per record on this path)
+        return (*task, plan[sentence_key(rec.lang1, rec.text1)])
     u = plan.get(sentence_key(rec.lang, rec.text))
     return task if u is None else (*task, u)
 
