@@ -104,8 +104,31 @@ def test_native_record_hashes_equal_the_python_ones():
     texts = ["".join(rng.choice(alphabet, size=n)) for n in list(range(0, 300)) + list(rng.integers(0, 3000, 50))]
     for tasks in ([("m", "en", t, "text") for t in texts],
                   [("m", "en" if i % 3 else "fr", t, "opus" if i % 5 else "text") for i, t in enumerate(texts)]):
-        ids, digests = process._hashes(tasks, texts)
+        ids, digests = process._hashes(tasks, texts, [t[1] for t in tasks], [t[3] for t in tasks])
         ids = ids.to_pylist() if isinstance(ids, pa.Array) else ids
         assert ids == [process.record_id(t[3], t[1], t[2]) for t in tasks]
         hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2).tolist()
         assert hu == [list(process.content_hashes(f"{t[1]}\x00{t[2]}")) for t in tasks]
+
+
+def test_native_length_filter_equals_the_python_one():
+    """prepare's native length filter (`length_problems`) drops exactly what `_length_problem` drops, for every
+    limit, on texts with single, double, leading and trailing spaces, tabs, no-break and other Unicode spaces,
+    and whitespace-only texts."""
+    from xlp_cli.prepare import process
+    from xlp_cli.text.native import module
+
+    rng = np.random.default_rng(7)
+    alphabet = list("ab  \t\u00a0\u3000\u2028\u0416\U0001f600\x1c")
+    texts = ["", " ", "\t", "\u00a0\u3000", "a", " a", "a ", "a  b", "a \tb", "a\u00a0b", "a b c"]
+    texts += ["".join(rng.choice(alphabet, size=n)) for n in rng.integers(0, 40, 2000)]
+    names = process._LENGTH_PROBLEMS
+    for lo, hi in [(1, 0), (2, 3), (0, 1), (3, 0)]:
+        process._LIMITS = (lo, hi)
+        try:
+            want = [process._length_problem(t) for t in texts]
+        finally:
+            process._LIMITS = (1, 0)
+        got = module().length_problems(texts, lo, hi)
+        assert [names[c] for c in got] == want, (lo, hi)
+        assert sum(1 for w in want if w) > 0

@@ -11,6 +11,7 @@ word (the binary's behaviour, without re-encoding every occurrence); fastBPE's P
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,7 @@ class BpeCodec:
         self.vocab_path = Path(vocab_path) if vocab_path else None
         self._bpe = load_applier(self.codes_path, self.vocab_path)
         self._ids_for: list[str] | None = None  # the token list given to the applier for encode_arrow
+        self._ids_lock = threading.Lock()  # (encode_arrow runs in several threads; set_ids clears the cache)
         self._cache: dict[str, str] = {}
         self._tables: dict[int, object] = {}
         self.max_cache = 2_000_000
@@ -112,9 +114,10 @@ class BpeCodec:
         str.split(), as XLM's binarization does), and the arrays' buffers; no Python object per line."""
         import pyarrow as pa
 
-        if self._ids_for is not words:
-            self._bpe.set_ids("\n".join(words).encode("utf-8", "surrogateescape"))
-            self._ids_for = words
+        with self._ids_lock:
+            if self._ids_for is not words:
+                self._bpe.set_ids("\n".join(words).encode("utf-8", "surrogateescape"))
+                self._ids_for = words
         data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
         if data.count(b"\n") != len(lines):
             raise BadInput("a text line contains a newline character; prepared text holds one sentence per record")

@@ -60,8 +60,8 @@ class BpeApplyConfig:
     max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
     min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
     batch_rows: int = opt(4096, help="Rows per batch while applying.", volatile=True)
-    workers: int = opt(2, help="Filter mode: threads that segment new words (the output does not depend on it).",
-                       volatile=True)
+    workers: int = opt(2, help="Threads that segment and encode (filter mode: that segment new words); the output "
+                       "does not depend on it.", volatile=True)
     on_error: str = opt("raise", help="Filter mode: a bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) "
                         "or skip (write an empty line, count it).", choices=("raise", "skip"))
     max_line_bytes: int = opt(100_000, help="Filter mode: longest line accepted, in bytes (0: no limit).")
@@ -75,14 +75,16 @@ class BpeApplyConfig:
         return not self.data
 
     def validate(self) -> None:
+        if self.workers < 1:
+            raise BadInput("--workers must be at least 1", path="--workers")
         if self.filter_mode:
             if self.codes is None:
                 raise BadInput("give --data (prepared shards to turn into ids) or --codes (to filter text: "
                                "`xlp bpe apply --codes C --vocab V INPUT OUTPUT`)", path="--data")
             if self.spm_model is not None or self.max_vocab or self.min_count:
                 raise BadInput("--spm-model, --max-vocab and --min-count need --data (they shape token ids)")
-            if self.workers < 1 or self.max_line_bytes < 0:
-                raise BadInput("--workers must be at least 1 and --max-line-bytes >= 0")
+            if self.max_line_bytes < 0:
+                raise BadInput("--max-line-bytes must be >= 0")
         elif self.inputs:
             raise BadInput("give --data (prepared shards) or INPUT [OUTPUT] text files, not both")
         if self.vocab is not None and self.codes is None:

@@ -7,12 +7,11 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
-import queue
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -198,10 +197,20 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
     return tok, info, [_upstream(bpe_dir, bpe_m)], bpe_m.get("text_config") or {}
 
 
+def load_early(cfg: BpeApplyConfig) -> Future:
+    """The tokenizer of `cfg` (`_resolve_tokenizer`'s result), read in a thread: `xlp prepare --bpe-from` starts
+    it before its text step, and passes it to `apply` (the codes are read natively, without the GIL)."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="xlp-bpe-load")
+    future = pool.submit(_resolve_tokenizer, cfg, Path(cfg.out))
+    pool.shutdown(wait=False)
+    return future
+
+
 @outdir.scoped
-def apply(cfg: BpeApplyConfig, runner: Any = None) -> dict[str, Any]:
+def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None) -> dict[str, Any]:
     """`runner(tok, info, out, jobs)` yields `_apply_shard`'s result per job (args after `tok`), in order:
-    `xlp prepare --engine ray` passes bpe/ray_apply.py's (Ray tasks, each loading `info` from `out`)."""
+    `xlp prepare --engine ray` passes bpe/ray_apply.py's (Ray tasks, each loading `info` from `out`).
+    `loaded`: `load_early`'s future for this cfg's tokenizer."""
     if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
         from xlp_cli.bpe.filter import apply_filter
 
@@ -215,7 +224,7 @@ def apply(cfg: BpeApplyConfig, runner: Any = None) -> dict[str, Any]:
     for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
         config.pop(key.replace("_", "-"))
     out = Path(cfg.out)
-    tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
+    tok, info, ups, learned_text = loaded.result() if loaded is not None else _resolve_tokenizer(cfg, out)
     prep_text = _text_config(prep_m)
     clash = sorted(k for k in set(prep_text) & set(learned_text) if prep_text[k] != learned_text[k])
     if clash:
@@ -246,7 +255,7 @@ def apply(cfg: BpeApplyConfig, runner: Any = None) -> dict[str, Any]:
     jobs = [(shard, f.pair, cfg.batch_rows, out / rel, layout.partition_of(rel))
             for f, shard, rel in entries if not (out / rel).is_file()]  # resume: the others are complete
     todo = {job[3] for job in jobs}
-    run = runner or (lambda tok, _info, _out, jobs: (_apply_shard(tok, *job) for job in jobs))
+    run = runner or (lambda tok, _info, _out, jobs: (_apply_shard(tok, *job, workers=cfg.workers) for job in jobs))
     results = run(tok, dict(info, dict="dict.txt"), out, jobs)
     with ui.progress() as bar, contextlib.closing(results):  # (closing: a failure stops the Ray tasks)
         task = bar.add_task("bpe apply", total=len(entries))
@@ -303,11 +312,13 @@ ROW_GROUP = 64 * 1024  # rows per row group, as artifacts.write_shard writes the
 
 
 def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[str], batch_rows: int,
-                     schema: pa.Schema) -> Iterator[tuple[pa.Table, int, int]]:
-    """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard."""
+                     schema: pa.Schema, workers: int) -> Iterator[tuple[pa.Table, int, int]]:
+    """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard, in order;
+    `workers` threads encode batches side by side (the native applier runs without the GIL, and its cache of
+    segmented words is shared), while the caller reads the next batches and compresses and writes."""
     col = tok.column
-    for batch in pq.ParquetFile(shard, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=keep + [col + s for s in names],
-                                                    use_threads=False):  # (threads: more memory, no speed here)
+
+    def encode(batch: pa.RecordBatch) -> tuple[pa.Table, int, int]:
         arrays = {c: batch.column(c) for c in keep}
         n_tok = unk = 0
         for s in names:
@@ -316,48 +327,32 @@ def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[s
             values = to_numpy(ids.values)
             n_tok += len(values)
             unk += int(np.count_nonzero(values == UNK_ID))
-        yield pa.table(arrays, schema=schema), n_tok, unk
+        return pa.table(arrays, schema=schema), n_tok, unk
+
+    batches = pq.ParquetFile(shard, pre_buffer=False).iter_batches(
+        batch_size=batch_rows, columns=keep + [col + s for s in names], use_threads=False)  # (threads: more memory)
+    return _in_order(encode, batches, workers)
 
 
-def _ahead(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """`items`, produced by a thread up to `depth` ahead (reading and segmenting run without the GIL while
-    the caller compresses and writes). The thread stops when the caller does."""
-    q: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-    done = object()
-
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def produce() -> None:
+def _in_order(fn: Any, items: Iterator[Any], workers: int) -> Iterator[Any]:
+    """fn(item) for each item, computed by `workers` threads up to 2 * workers items ahead, yielded in order.
+    The items are drawn in the caller's thread; a caller that stops early waits for the running calls."""
+    pending: collections.deque = collections.deque()
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="xlp-bpe") as pool:
         try:
             for item in items:
-                if not put(item):
-                    return
-            put(done)
-        except BaseException as e:  # handed to the consumer
-            put(e)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    try:
-        while (item := q.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= 2 * max(1, workers):
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest: Path,
-                 partition: dict[str, str]) -> tuple[str, int, int, int]:
+                 partition: dict[str, str], workers: int = 1) -> tuple[str, int, int, int]:
     """Write the id shard of one text shard, a row group at a time (the same bytes as write_shard of the whole
     table, layout.py's key-value metadata with `partition` included). -> (sha256, rows, tokens, unknown tokens)."""
     keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
@@ -376,7 +371,7 @@ def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest:
                 table = table.slice(ROW_GROUP)
             pending[:] = [table] if table.num_rows else []
 
-        for table, t, u in _ahead(_encoded_batches(tok, shard, keep, names, batch_rows, schema)):
+        for table, t, u in _encoded_batches(tok, shard, keep, names, batch_rows, schema, workers):
             pending.append(table)
             rows, n_tok, unk = rows + table.num_rows, n_tok + t, unk + u
             if sum(x.num_rows for x in pending) >= ROW_GROUP:

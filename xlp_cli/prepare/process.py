@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,8 @@ def _length_problem(text: str) -> str | None:
 def _processed(pipe: TextPipeline, langs: list[str], texts: list[str], raws: list[str]) -> list[str]:
     """The processed text of every side, one native call per language; "" where raw is empty. The text,
     not its raw form, is processed: the normalizer sees tabs and no-break spaces as perl does."""
+    if len(set(langs)) == 1 and all(raws):  # one language, no empty text: the common case, in one call
+        return pipe.process_batch(texts if isinstance(texts, list) else list(texts), langs[0])
     out = [""] * len(texts)
     by_lang: dict[str, list[int]] = {}
     for i, (lang, raw) in enumerate(zip(langs, raws)):
@@ -147,37 +150,32 @@ def _mono_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int]]:
     values: ids and hashes as `record_id` and `content_hashes` make them). -> (columns, dropped)."""
     pipe = _PIPE
     assert pipe is not None, "init_worker was not called"
-    langs = [t[1] for t in chunk]
-    texts = [t[2] for t in chunk]
+    _, langs, texts, sources = zip(*chunk)  # (tuples)
     raws = pipe.raw_batch(texts)
     procs = _processed(pipe, langs, texts, raws)
-    problem = _length_problem
-    dropped: dict[str, int] = {}
-    keep: list[int] = []
-    for i, proc in enumerate(procs):
-        why = problem(proc)
-        if why:
-            dropped[why] = dropped.get(why, 0) + 1
-            continue
-        keep.append(i)
+    why = _native_length_problems()(procs, *_LIMITS)  # one byte per text: 0 keep, else _LENGTH_PROBLEMS
+    dropped = {name: why.count(code) for code, name in enumerate(_LENGTH_PROBLEMS) if code and code in why}
+    keep = [i for i, code in enumerate(why) if not code] if dropped else range(len(chunk))
     n = len(keep)
     if n == len(chunk):
-        lang_col, raw_col, text_col = langs, raws, procs
+        lang_col, raw_col, text_col = list(langs), raws, procs
     else:
         lang_col, raw_col, text_col = [langs[i] for i in keep], [raws[i] for i in keep], [procs[i] for i in keep]
-    ids, digests = _hashes([chunk[i] for i in keep] if n < len(chunk) else chunk, text_col)
+    ids, digests = _hashes([chunk[i] for i in keep] if n < len(chunk) else chunk, text_col, lang_col, sources)
     hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)  # little-endian halves: h, u
     none = pa.nulls(n, pa.string())
-    cols = {"kind": pa.array(["m"] * n, pa.string()), "group": lang_col, "id": ids,
-            "source": [chunk[i][3] for i in keep], "lang1": lang_col, "lang2": none, "raw1": raw_col, "raw2": none,
-            "text1": text_col, "text2": none, "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
+    source_col = list(sources) if n == len(chunk) else [sources[i] for i in keep]
+    cols = {"kind": pa.array(["m"] * n, pa.string()), "group": lang_col, "id": ids, "source": source_col,
+            "lang1": lang_col, "lang2": none, "raw1": raw_col, "raw2": none, "text1": text_col, "text2": none,
+            "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
     return cols, dropped
 
 
-def _hashes(tasks: list[tuple], procs: list[str]) -> tuple[Any, bytes]:
+def _hashes(tasks: list[tuple], procs: list[str], langs: Any, sources: Any) -> tuple[Any, bytes]:
     """(ids, 16-byte blake2b digests joined) of mono records: `record_id` and `content_hashes`' digest, computed
-    natively without the GIL when the records share their language and source (a chunk of one file)."""
-    if len({(t[1], t[3]) for t in tasks}) == 1:
+    natively without the GIL when the records share their language and source (a chunk of one file; `langs`
+    and `sources`: those of the records or of a superset)."""
+    if tasks and len(set(langs)) == 1 and len(set(sources)) == 1:
         _, lang, _, source = tasks[0]
         hexes, digests = _native_hashes()(f"{source}\x00{lang}\x00", f"{lang}\x00", procs)
         offsets = np.arange(0, len(hexes) + 1, 16, dtype=np.int32)
@@ -185,6 +183,15 @@ def _hashes(tasks: list[tuple], procs: list[str]) -> tuple[Any, bytes]:
     blake, sha1 = hashlib.blake2b, hashlib.sha1
     ids = [sha1(f"{t[3]}\x00{t[1]}\x00{p}".encode("utf-8")).hexdigest()[:16] for t, p in zip(tasks, procs)]
     return ids, b"".join(blake(f"{t[1]}\x00{p}".encode("utf-8"), digest_size=16).digest() for t, p in zip(tasks, procs))
+
+
+_LENGTH_PROBLEMS = (None, "empty", "too_short", "too_long")  # the codes of `length_problems`
+
+
+def _native_length_problems() -> Any:
+    from xlp_cli.text.native import module
+
+    return module().length_problems
 
 
 def _native_hashes() -> Any:
@@ -197,6 +204,9 @@ CHUNK_COLUMNS = ["kind", "group", "id", "source", "lang1", "lang2", "raw1", "raw
 CHUNK_SCHEMA = pa.schema([(c, pa.string()) for c in CHUNK_COLUMNS[:-2]] + [("h", pa.uint64()), ("u", pa.uint64())])
 
 
+_KIND = operator.itemgetter(0)  # a task's kind
+
+
 def _utf8_len(s: str) -> int:
     return len(s.encode("utf-8", "surrogatepass"))
 
@@ -204,7 +214,7 @@ def _utf8_len(s: str) -> int:
 def expand_pages(chunk: list[tuple]) -> tuple[list[tuple], int, list[list[str]]]:
     """The chunk with each page task replaced by its paragraphs as mono tasks, in order.
     -> (tasks, number of paragraphs the pages gave, problems [message, path, position])."""
-    if not any(t[0] == "w" for t in chunk):
+    if "w" not in map(_KIND, chunk):
         return chunk, 0, []
     tasks: list[tuple] = []
     paragraphs = 0
@@ -236,9 +246,9 @@ def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None,
     if extra.get("fatal") or (problems and _ON_ERROR == "raise"):  # the main process raises; a rerun meets it again
         return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end, **extra,
                 "written": False}, None
-    if all(t[0] == "m" and len(t) == 4 for t in chunk):  # the common case, column by column (the same table)
+    if chunk and set(map(len, chunk)) == {4} and set(map(_KIND, chunk)) == {"m"}:  # the common case, by column
         cols, dropped = _mono_columns(chunk)
-        nbytes = len("".join(t[2] for t in chunk).encode("utf-8", "surrogatepass"))
+        nbytes = len("".join([t[2] for t in chunk]).encode("utf-8", "surrogatepass"))
     else:
         rows = process_chunk(chunk)
         dropped = {}

@@ -91,6 +91,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
 
     if cfg.download:
         inputs = _inputs(cfg)
+    loaded = _load_tokenizer_early(cfg, out)
     with contextlib.ExitStack() as cluster:
         if cfg.engine == "ray":  # one Ray cluster for the processing and the BPE apply tasks
             cluster.enter_context(ray_cluster.session(cfg.ray_address))
@@ -130,7 +131,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         remover.start()
         try:
             if cfg.bpe_codes or cfg.bpe_from:
-                manifest = _bpe_steps(cfg, out, manifest)
+                manifest = _bpe_steps(cfg, out, manifest, loaded)
         finally:
             remover.join()
     result = summary(manifest, out, time.time() - t0)
@@ -285,7 +286,23 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 
 
 # ---------------------------------------------------------------- BPE sub-steps
-def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
+    """With --bpe-from (local engine): the codes and dictionary, read in a thread while the text is processed
+    (`bpe.run.load_early`); a problem with them is reported when the BPE step starts, as before. Else None."""
+    if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local":
+        return None
+    try:
+        from xlp_cli.bpe import run as bpe_run
+        from xlp_cli.bpe.config import BpeApplyConfig
+    except ModuleNotFoundError:
+        return None  # (_bpe_steps says why)
+    src = Path(cfg.bpe_from)
+    ids_dir = layout.sibling(out, "ids")
+    return bpe_run.load_early(BpeApplyConfig(data=[src] if src.is_dir() else [out], out=ids_dir,
+                                             codes=None if src.is_dir() else src))
+
+
+def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: Any = None) -> dict[str, Any]:
     try:
         from xlp_cli.bpe import run as bpe_run
         from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -293,7 +310,7 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[
         raise WorkFailed(f"BPE inside prepare is not available: the bpe stage is missing ({e}); "
                          "run `xlp bpe learn` / `xlp bpe apply` on this folder instead") from None
     data = [out]
-    apply_kwargs: dict[str, Any] = {"force": cfg.force}
+    apply_kwargs: dict[str, Any] = {"force": cfg.force, "workers": max(1, cfg.workers)}
     bpe_dir, ids_dir = layout.sibling(out, "bpe"), layout.sibling(out, "ids")  # siblings: each stands alone
     if cfg.bpe_codes:
         bpe_run.learn(BpeLearnConfig(data=[out], out=bpe_dir, codes=cfg.bpe_codes, parallel=True, force=cfg.force))
@@ -310,7 +327,7 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[
         from xlp_cli.bpe.ray_apply import runner as ray_runner
 
         runner = ray_runner(cfg.ray_address)
-    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner)
+    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded)
     manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
     artifacts.write_manifest(out, manifest)
     return manifest

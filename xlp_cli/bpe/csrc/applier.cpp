@@ -10,6 +10,11 @@
 // Differences from the binary, by design: the last word of an input that does not end in '\n' is written
 // (fast drops it), followed by '\n'; symbols are integers and merge ranks live in one hash map, words are
 // segmented once (cached) and in parallel threads.
+// Threads: `encode_lines` may run in several threads at once (the Python methods release the GIL). The cache
+// is read under a shared lock; a block's new words are segmented under it too, then added under the lock held
+// alone, and the block is written under a shared lock again (adding never moves an entry; clearing the full
+// cache, which does, bumps a generation that sends a block back to the all-alone path). `apply_block` and
+// `set_ids` hold the lock alone.
 //
 // Python API (module xlp_cli.bpe._applybpe):
 //   Applier(codes_path, vocab_path or "")   raises ValueError("PATH:LINE: problem") for a malformed file
@@ -25,6 +30,8 @@
 #include <Python.h>
 
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -49,6 +56,8 @@ public:
     const Model &model() const { return *model_; }
 
     void set_ids(std::vector<std::string> tokens) {
+        std::unique_lock<std::shared_mutex> lock(mu_);
+        ++gen_;
         ids_.clear();
         bool added;
         for (auto &t : tokens) ids_.add(t, added);  // a repeated token keeps its first id
@@ -58,6 +67,7 @@ public:
     }
 
     std::string apply_block(const char *data, size_t n, unsigned threads) {
+        std::unique_lock<std::shared_mutex> lock(mu_);
         std::vector<Word> words = segment(data, n, threads, false);
         size_t total = n + 1;
         for (const Word &w : words) total += vals_[w.entry].size();
@@ -82,7 +92,65 @@ public:
     // Lines ending in '\n': subword text without the newlines + int32 line offsets, int32 ids + line offsets.
     void encode_lines(const char *data, size_t n, unsigned threads, int32_t unk, std::string &text,
                       std::vector<int32_t> &text_off, std::vector<int32_t> &ids, std::vector<int32_t> &id_off) {
-        std::vector<Word> words = segment(data, n, threads, true, unk);
+        std::vector<Word> words;
+        StrTable fresh;  // the block's new words, once each (their Word.entry: kFresh | index)
+        std::vector<std::string> vals;
+        std::vector<std::vector<int32_t>> wids;
+        uint64_t gen;
+        bool stale = false;  // a cached word without its ids (segmented by apply_block)
+        {
+            std::shared_lock<std::shared_mutex> lock(mu_);
+            gen = gen_;
+            words.reserve(n / 5 + 16);
+            for_words(data, n, [&](size_t a, size_t b) {
+                const std::string_view w(data + a, b - a);
+                uint32_t e = words_.find(w);
+                if (e == kNone) {
+                    bool added;
+                    e = kFresh | fresh.add(w, added);
+                } else if (e >= wids_.size()) {
+                    stale = true;
+                }
+                words.push_back({a, b, e});
+            });
+            if (!fresh.size() && !stale) return write_lines(data, n, words, text, text_off, ids, id_off);
+            segment_keys(fresh, 0, threads, true, unk, vals, wids);  // (reads model_ and ids_ only)
+        }
+        {
+            std::unique_lock<std::shared_mutex> lock(mu_);
+            if (gen != gen_ || words_.size() + fresh.size() > kMaxCache) {  // cleared meanwhile, or full now
+                return write_lines(data, n, segment(data, n, threads, true, unk), text, text_off, ids, id_off);
+            }
+            for (size_t i = wids_.size(); i < vals_.size(); ++i) wids_.push_back(token_ids(vals_[i], unk));
+            std::vector<uint32_t> entry(fresh.size());
+            for (uint32_t i = 0; i < fresh.size(); ++i) {
+                bool added;
+                entry[i] = words_.add(fresh.key(i), added);
+                if (added) {  // (else another thread added it since)
+                    vals_.push_back(std::move(vals[i]));
+                    wids_.push_back(std::move(wids[i]));
+                }
+            }
+            for (Word &w : words)
+                if (w.entry & kFresh) w.entry = entry[w.entry & ~kFresh];
+        }
+        {
+            std::shared_lock<std::shared_mutex> lock(mu_);
+            if (gen == gen_) return write_lines(data, n, words, text, text_off, ids, id_off);  // entries still valid
+        }
+        std::unique_lock<std::shared_mutex> lock(mu_);  // the cache was cleared in between: all over, alone
+        write_lines(data, n, segment(data, n, threads, true, unk), text, text_off, ids, id_off);
+    }
+
+private:
+    struct Word {
+        size_t a, b;    // its bytes in the block
+        uint32_t entry;  // its cache entry
+    };
+    static constexpr uint32_t kFresh = 0x80000000u;  // (the cache holds at most kMaxCache < 2^31 words)
+
+    void write_lines(const char *data, size_t n, const std::vector<Word> &words, std::string &text,
+                     std::vector<int32_t> &text_off, std::vector<int32_t> &ids, std::vector<int32_t> &id_off) const {
         text_off.assign(1, 0);
         id_off.assign(1, 0);
         size_t last = 0;
@@ -104,15 +172,10 @@ public:
         }
         end_lines(n);
     }
-
-private:
-    struct Word {
-        size_t a, b;    // its bytes in the block
-        uint32_t entry;  // its cache entry
-    };
-    // Every word of the block, in order, with its cache entry; new words segmented in `threads` threads.
+    // Every word of the block, in order, with its cache entry; new words segmented in `threads` threads (the
+    // lock held alone).
     std::vector<Word> segment(const char *data, size_t n, unsigned threads, bool with_ids, int32_t unk = 3) {
-        if (words_.size() > kMaxCache) { words_.clear(); vals_.clear(); wids_.clear(); }
+        if (words_.size() > kMaxCache) { words_.clear(); vals_.clear(); wids_.clear(); ++gen_; }
         std::vector<Word> words;
         words.reserve(n / 5 + 16);
         const size_t known = words_.size();
@@ -120,12 +183,25 @@ private:
             bool added;
             words.push_back({a, b, words_.add(std::string_view(data + a, b - a), added)});
         });
-        const size_t fresh = words_.size() - known;
-        std::vector<std::string> done(fresh);
-        std::vector<std::vector<int32_t>> done_ids(with_ids ? fresh : 0);
+        std::vector<std::string> done;
+        std::vector<std::vector<int32_t>> done_ids;
+        segment_keys(words_, known, threads, with_ids, unk, done, done_ids);
+        for (auto &d : done) vals_.push_back(std::move(d));
+        if (with_ids) {  // entries segmented without ids (apply_block) get them now
+            for (size_t i = wids_.size(); i < known; ++i) wids_.push_back(token_ids(vals_[i], unk));
+            for (auto &d : done_ids) wids_.push_back(std::move(d));
+        }
+        return words;
+    }
+    // The segmentation (and ids) of keys[first:], in `threads` threads.
+    void segment_keys(const StrTable &keys, size_t first, unsigned threads, bool with_ids, int32_t unk,
+                      std::vector<std::string> &done, std::vector<std::vector<int32_t>> &done_ids) const {
+        const size_t fresh = keys.size() - first;
+        done.assign(fresh, std::string());
+        done_ids.assign(with_ids ? fresh : 0, std::vector<int32_t>());
         auto work = [&](size_t t, size_t k) {
             for (size_t i = t; i < fresh; i += k) {
-                std::string_view w = words_.key(uint32_t(known + i));
+                std::string_view w = keys.key(uint32_t(first + i));
                 done[i] = model_->apply(w.data(), w.size());
                 if (with_ids) done_ids[i] = token_ids(done[i], unk);
             }
@@ -137,12 +213,6 @@ private:
             for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work, t, threads);
             for (auto &th : pool) th.join();
         }
-        for (auto &d : done) vals_.push_back(std::move(d));
-        if (with_ids) {  // entries segmented without ids (apply_block) get them now
-            for (size_t i = wids_.size(); i < known; ++i) wids_.push_back(token_ids(vals_[i], unk));
-            for (auto &d : done_ids) wids_.push_back(std::move(d));
-        }
-        return words;
     }
     // The ids of `sub` split like Python's str.split() (XLM's binarization splits subword lines so).
     std::vector<int32_t> token_ids(const std::string &sub, int32_t unk) const {
@@ -185,6 +255,8 @@ private:
     std::vector<std::string> vals_;           // their segmentation
     std::vector<std::vector<int32_t>> wids_;  // and its token ids (encode_lines)
     StrTable ids_;                            // token -> id (set_ids)
+    mutable std::shared_mutex mu_;            // shared: reading the cache; alone: changing it
+    uint64_t gen_ = 0;                        // bumped when the cache is cleared
 };
 
 struct ApplierObject {
@@ -292,10 +364,11 @@ PyObject *Applier_n_vocab(ApplierObject *self, void *) { return PyLong_FromSize_
 PyMethodDef Applier_methods[] = {
     {"apply_words", reinterpret_cast<PyCFunction>(Applier_apply_words), METH_O, "apply_words(words) -> list[bytes]"},
     {"apply_block", reinterpret_cast<PyCFunction>(Applier_apply_block), METH_VARARGS,
-     "apply_block(text, threads=1) -> bytes (not thread-safe: one block at a time)"},
+     "apply_block(text, threads=1) -> bytes"},
     {"set_ids", reinterpret_cast<PyCFunction>(Applier_set_ids), METH_O, "set_ids(b'\\n'.join(tokens)): the token of each id"},
     {"encode_lines", reinterpret_cast<PyCFunction>(Applier_encode_lines), METH_VARARGS,
-     "encode_lines(lines, threads=1, unk=3) -> (text, text offsets, ids, id offsets), int32 buffers"},
+     "encode_lines(lines, threads=1, unk=3) -> (text, text offsets, ids, id offsets), int32 buffers; "
+     "several threads may call it at once"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef Applier_getset[] = {

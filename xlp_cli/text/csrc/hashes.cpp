@@ -5,6 +5,7 @@
 //                                                            halves are the de-duplication key and the split draw)
 #include "text.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace xlp {
@@ -13,34 +14,65 @@ namespace {
 inline uint32_t rol32(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 inline uint64_t ror64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
 
+// Feeds the bytes of a + b to `block` in 64- or 128-byte blocks (the last one padded by `finish`), without
+// copying the message: records are short, so this and the block functions are the whole cost.
+template <size_t B, class Block, class Finish>
+void blocks(const std::string &a, const char *b, size_t nb, Block block, Finish finish) {
+    unsigned char buf[B];
+    size_t have = 0;
+    auto feed = [&](const char *p, size_t n) {
+        while (n) {
+            if (have == B) {  // (so a full last block is left to `finish`: BLAKE2b flags it)
+                block(buf);
+                have = 0;
+            }
+            const size_t k = std::min(n, B - have);
+            memcpy(buf + have, p, k);
+            have += k, p += k, n -= k;
+        }
+    };
+    feed(a.data(), a.size());
+    feed(b, nb);
+    finish(buf, have);
+}
+
+inline uint32_t load_be32(const unsigned char *p) {
+    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+
+void sha1_block(uint32_t h[5], const unsigned char *p) {
+    uint32_t w[80];
+    for (int t = 0; t < 16; ++t) w[t] = load_be32(p + 4 * t);
+    for (int t = 16; t < 80; ++t) w[t] = rol32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
+    uint32_t A = h[0], B = h[1], C = h[2], D = h[3], E = h[4];
+    auto step = [&](uint32_t f, uint32_t k, uint32_t wt) {
+        const uint32_t tmp = rol32(A, 5) + f + E + k + wt;
+        E = D; D = C; C = rol32(B, 30); B = A; A = tmp;
+    };
+    for (int t = 0; t < 20; ++t) step((B & C) | (~B & D), 0x5A827999u, w[t]);
+    for (int t = 20; t < 40; ++t) step(B ^ C ^ D, 0x6ED9EBA1u, w[t]);
+    for (int t = 40; t < 60; ++t) step((B & C) | (B & D) | (C & D), 0x8F1BBCDCu, w[t]);
+    for (int t = 60; t < 80; ++t) step(B ^ C ^ D, 0xCA62C1D6u, w[t]);
+    h[0] += A; h[1] += B; h[2] += C; h[3] += D; h[4] += E;
+}
+
 // The first 8 bytes of SHA-1 of a + b.
 void sha1_head(const std::string &a, const char *b, size_t nb, unsigned char out[8]) {
     uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
-    const size_t n = a.size() + nb;
-    std::string msg;
-    msg.reserve(n + 72);
-    msg.append(a).append(b, nb);
-    msg.push_back(char(0x80));
-    while (msg.size() % 64 != 56) msg.push_back('\0');
-    const uint64_t bits = uint64_t(n) * 8;
-    for (int i = 7; i >= 0; --i) msg.push_back(char((bits >> (8 * i)) & 0xFF));
-    uint32_t w[80];
-    for (size_t off = 0; off < msg.size(); off += 64) {
-        const unsigned char *p = reinterpret_cast<const unsigned char *>(msg.data() + off);
-        for (int t = 0; t < 16; ++t) w[t] = uint32_t(p[4 * t]) << 24 | uint32_t(p[4 * t + 1]) << 16 | uint32_t(p[4 * t + 2]) << 8 | p[4 * t + 3];
-        for (int t = 16; t < 80; ++t) w[t] = rol32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
-        uint32_t A = h[0], B = h[1], C = h[2], D = h[3], E = h[4];
-        for (int t = 0; t < 80; ++t) {
-            uint32_t f, k;
-            if (t < 20) { f = (B & C) | (~B & D); k = 0x5A827999u; }
-            else if (t < 40) { f = B ^ C ^ D; k = 0x6ED9EBA1u; }
-            else if (t < 60) { f = (B & C) | (B & D) | (C & D); k = 0x8F1BBCDCu; }
-            else { f = B ^ C ^ D; k = 0xCA62C1D6u; }
-            const uint32_t tmp = rol32(A, 5) + f + E + k + w[t];
-            E = D; D = C; C = rol32(B, 30); B = A; A = tmp;
-        }
-        h[0] += A; h[1] += B; h[2] += C; h[3] += D; h[4] += E;
-    }
+    const uint64_t bits = uint64_t(a.size() + nb) * 8;
+    blocks<64>(a, b, nb, [&](const unsigned char *p) { sha1_block(h, p); },
+               [&](unsigned char *buf, size_t have) {
+                   if (have == 64) { sha1_block(h, buf); have = 0; }
+                   buf[have++] = 0x80;
+                   if (have > 56) {
+                       memset(buf + have, 0, 64 - have);
+                       sha1_block(h, buf);
+                       have = 0;
+                   }
+                   memset(buf + have, 0, 56 - have);
+                   for (int i = 0; i < 8; ++i) buf[56 + i] = (bits >> (8 * (7 - i))) & 0xFF;
+                   sha1_block(h, buf);
+               });
     for (int i = 0; i < 8; ++i) out[i] = (h[i / 4] >> (24 - 8 * (i % 4))) & 0xFF;
 }
 
@@ -55,11 +87,15 @@ const uint8_t kSigma[10][16] = {
 
 void blake2b_compress(uint64_t h[8], const unsigned char *block, uint64_t t, bool last) {
     uint64_t m[16], v[16];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(m, block, 128);
+#else
     for (int i = 0; i < 16; ++i) {
         uint64_t x = 0;
         for (int j = 7; j >= 0; --j) x = (x << 8) | block[8 * i + j];
         m[i] = x;
     }
+#endif
     for (int i = 0; i < 8; ++i) { v[i] = h[i]; v[i + 8] = kIV[i]; }
     v[12] ^= t;  // (the counter's high 64 bits stay 0: records are short)
     if (last) v[14] = ~v[14];
@@ -84,18 +120,12 @@ void blake2b_16(const std::string &a, const char *b, size_t nb, unsigned char ou
     uint64_t h[8];
     for (int i = 0; i < 8; ++i) h[i] = kIV[i];
     h[0] ^= 0x01010000ull ^ 16;
-    std::string msg;
-    msg.reserve(a.size() + nb);
-    msg.append(a).append(b, nb);
-    const size_t n = msg.size();
-    size_t off = 0;
-    while (n - off > 128) {
-        blake2b_compress(h, reinterpret_cast<const unsigned char *>(msg.data() + off), off + 128, false);
-        off += 128;
-    }
-    unsigned char last[128] = {0};
-    memcpy(last, msg.data() + off, n - off);
-    blake2b_compress(h, last, n, true);
+    uint64_t done = 0;
+    blocks<128>(a, b, nb, [&](const unsigned char *p) { blake2b_compress(h, p, done += 128, false); },
+                [&](unsigned char *buf, size_t have) {
+                    memset(buf + have, 0, 128 - have);
+                    blake2b_compress(h, buf, done + have, true);
+                });
     for (int i = 0; i < 16; ++i) out[i] = (h[i / 8] >> (8 * (i % 8))) & 0xFF;
 }
 

@@ -311,12 +311,61 @@ PyObject *py_record_hashes(PyObject *, PyObject *args) {
     return Py_BuildValue("(y#y#)", ids.data(), Py_ssize_t(ids.size()), digests.data(), Py_ssize_t(digests.size()));
 }
 
+// prepare's length filter over processed texts, one byte per text: 0 keep, 1 empty, 2 too short, 3 too long.
+// Tokens as process.py's `_length_problem` counts them: spaces + 1 when the text has no double space and does
+// not start or end with one, else str.split()'s words; "empty": "" or only str.isspace() characters.
+PyObject *py_length_problems(PyObject *, PyObject *args) {
+    PyObject *seq;
+    Py_ssize_t lo, hi;
+    if (!PyArg_ParseTuple(args, "Onn", &seq, &lo, &hi)) return nullptr;
+    PyObject *fast = PySequence_Fast(seq, "length_problems() needs a list of str");
+    if (!fast) return nullptr;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    std::string out(size_t(n), '\0');
+    const xlp::CharSet &space = xlp::tables().py_space;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyUnicode_Check(o)) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_TypeError, "expected str");
+            return nullptr;
+        }
+        const Py_ssize_t len = PyUnicode_GET_LENGTH(o);
+        const int kind = PyUnicode_KIND(o);
+        const void *data = PyUnicode_DATA(o);
+        Py_ssize_t spaces = 0, words = 0;
+        bool double_space = false, in_word = false;
+        for (Py_ssize_t k = 0; k < len; ++k) {
+            const Py_UCS4 c = PyUnicode_READ(kind, data, k);
+            if (c == ' ') {
+                ++spaces;
+                if (k > 0 && PyUnicode_READ(kind, data, k - 1) == ' ') double_space = true;
+            }
+            const bool ws = space.has(char32_t(c));
+            if (!ws && !in_word) ++words;
+            in_word = !ws;
+        }
+        if (words == 0) {  // "" or whitespace only
+            out[size_t(i)] = 1;
+            continue;
+        }
+        const bool regular = !double_space && PyUnicode_READ(kind, data, 0) != ' ' &&
+                             PyUnicode_READ(kind, data, len - 1) != ' ';
+        const Py_ssize_t tokens = regular ? spaces + 1 : words;
+        out[size_t(i)] = tokens < lo ? 2 : (hi && tokens > hi) ? 3 : 0;
+    }
+    Py_DECREF(fast);
+    return PyBytes_FromStringAndSize(out.data(), Py_ssize_t(out.size()));
+}
+
 PyMethodDef module_methods[] = {
     {"normalize", py_normalize, METH_VARARGS,
      "replace-unicode-punctuation.perl | normalize-punctuation.perl -l LANG on one line"},
     {"remove_non_printing", py_remove_non_printing, METH_O, "remove-non-printing-char.perl on one line"},
     {"lowercase", py_lowercase, METH_VARARGS, "lowercase(text, 'xlm'|'safe'|'lower')"},
     {"check_lines", py_check_lines, METH_VARARGS, "check_lines(block, max_line=0) -> [(line index, problem)]"},
+    {"length_problems", py_length_problems, METH_VARARGS,
+     "length_problems(texts, min_tokens, max_tokens) -> bytes: 0 keep, 1 empty, 2 too short, 3 too long"},
     {"record_hashes", py_record_hashes, METH_VARARGS,
      "record_hashes(id_prefix, hash_prefix, texts) -> (16 hex digits of sha1 per text, 16 bytes of blake2b per text)"},
     {nullptr, nullptr, 0, nullptr}};
