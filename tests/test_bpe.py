@@ -138,6 +138,53 @@ def test_xlm_vocab_gives_xlm_ids():
     assert lines[61476].startswith("\xa0@@ ") and d.index["@@"] == 14 + 61476 - 1
 
 
+@pytest.mark.integration
+def test_encode_arrow_in_many_threads_equals_one_thread():
+    """The native applier is shared by `xlp bpe apply --workers N` threads: blocks encoded side by side (new words
+    arriving in several threads at once, and blocks of the filter mode's apply_block in between) give what one
+    thread gives, for the real XLM parity text of the 15 languages."""
+    import threading
+
+    need_xlm()
+    blocks = [lines[i:i + 50] for lang in PARITY_LANGS for lines in [parity_lines(lang)] for i in range(0, len(lines), 50)]
+    words = Dictionary.read(XLM / "vocab_xnli_15").words
+    one = BpeCodec(XLM / "codes_xnli_15", XLM / "vocab_xnli_15")
+    want = [[a.to_pylist() for a in one.encode_arrow(b, words)] for b in blocks]
+    shared = BpeCodec(XLM / "codes_xnli_15", XLM / "vocab_xnli_15")
+    got: dict[tuple[int, int], list] = {}
+
+    def work(t: int) -> None:
+        n = len(blocks)
+        order = [(k + t * n // 4) % n for k in range(n)][:: -1 if t % 2 else 1]  # each thread its own order
+        for k in order:
+            if k % 7 == t:
+                shared._bpe.apply_block(("\n".join(blocks[k]) + "\n").encode("utf-8"), 1)
+            got[t, k] = [a.to_pylist() for a in shared.encode_arrow(blocks[k], words)]
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(got) == 4 * len(blocks) and len(blocks) > 40
+    for (t, k), value in got.items():
+        assert value == want[k], (t, k)
+
+
+def test_apply_with_several_workers_writes_the_same_shards(tmp_path):
+    """`--workers` only changes how many threads encode: the id shards are the same bytes."""
+    en = [f"the road number {i} is {'wide' if i % 3 else 'newer'} and {'long' * (i % 4)}" for i in range(300)]
+    prep = make_prepared(tmp_path / "prep", {"en": en}, shard_rows=128)
+    learn(BpeLearnConfig(data=[prep], out=tmp_path / "bpe", codes=40))
+    digests = []
+    for workers in (1, 3):
+        apply(BpeApplyConfig(data=[prep, tmp_path / "bpe"], out=tmp_path / f"ids{workers}", workers=workers,
+                             batch_rows=7))
+        shards = sorted((tmp_path / f"ids{workers}").rglob("part-*.parquet"))
+        digests.append([(p.relative_to(tmp_path / f"ids{workers}"), artifacts.sha256_file(p)) for p in shards])
+    assert digests[0] == digests[1] and len(digests[0]) == 3
+
+
 def test_apply_stage_writes_id_shards_mono_and_pairs(tmp_path):
     en = ["the lower road", "the newest road is wide"] * 20
     de = ["der neue weg", "die wege"] * 10
