@@ -329,6 +329,13 @@ def test_codec_edge_cases():
     assert flat[offsets[2]:].tolist() == dico.encode(sub[2].split()).tolist()
     with pytest.raises(BadInput, match="newline"):
         codec.apply_lines(["two\nlines"])
+    # an Arrow string column (what `bpe apply` reads from a shard) gives what its Python strings give; a slice
+    # starts at its own offset, nulls read as ""
+    lines = pa.array(["x", "lowest road", None, "", " newer  wider ", "zzz"]).slice(1)
+    want = codec.encode_arrow([x or "" for x in lines.to_pylist()], dico.words)
+    assert [a.to_pylist() for a in codec.encode_arrow(lines, dico.words)] == [a.to_pylist() for a in want]
+    with pytest.raises(BadInput, match="newline"):
+        codec.encode_arrow(pa.array(["one", "two\nlines"]), dico.words)
 
 
 def test_learn_from_both_sides_of_parallel_folders(tmp_path):

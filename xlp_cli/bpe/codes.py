@@ -69,6 +69,8 @@ def write_vocab(path: Path, entries: list[tuple[str, int]]) -> None:
 
 
 # ---------------------------------------------------------------- applying
+_NEWLINE = "a text line contains a newline character; prepared text holds one sentence per record"
+
 class BpeCodec:
     """Apply fastBPE codes (and optionally restrict to a vocab) exactly like `fast applybpe`.
 
@@ -108,21 +110,32 @@ class BpeCodec:
         """Byte-identical to `fast applybpe` on these lines: words are split on ' ' only, spaces kept as they are."""
         return self.encode_lines(lines)[0]
 
-    def encode_arrow(self, lines: list[str], words: list[str], unk: int = 3, threads: int = 1) -> tuple[Any, Any]:
-        """(Arrow string array of subword lines, Arrow list<int32> array of ids) for `lines`; `words[i]` is the
-        token of id i. All natively: splitting, segmenting new words, the ids of their pieces (split like
-        str.split(), as XLM's binarization does), and the arrays' buffers; no Python object per line."""
+    def encode_arrow(self, lines: Any, words: list[str], unk: int = 3, threads: int = 1) -> tuple[Any, Any]:
+        """(Arrow string array of subword lines, Arrow list<int32> array of ids) for `lines` (a list of str, or an
+        Arrow string array: nulls read as ""); `words[i]` is the token of id i. All natively: splitting,
+        segmenting new words, the ids of their pieces (split like str.split(), as XLM's binarization does), and
+        the arrays' buffers; no Python object per line."""
         import pyarrow as pa
 
         with self._ids_lock:
             if self._ids_for is not words:
                 self._bpe.set_ids("\n".join(words).encode("utf-8", "surrogateescape"))
                 self._ids_for = words
-        data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
-        if data.count(b"\n") != len(lines):
-            raise BadInput("a text line contains a newline character; prepared text holds one sentence per record")
-        text, text_off, ids, id_off = self._bpe.encode_lines(data, threads, unk)
         n = len(lines)
+        if isinstance(lines, pa.Array) and lines.type == pa.string():
+            if lines.null_count:
+                lines = lines.fill_null("")
+            _, offsets, data = lines.buffers()
+            try:
+                text, text_off, ids, id_off = self._bpe.encode_rows(offsets, data if data is not None else b"",
+                                                                    lines.offset, n, threads, unk)
+            except ValueError:
+                raise BadInput(_NEWLINE) from None
+        else:
+            data = ("\n".join(lines) + "\n").encode("utf-8") if n else b""
+            if data.count(b"\n") != n:
+                raise BadInput(_NEWLINE)
+            text, text_off, ids, id_off = self._bpe.encode_lines(data, threads, unk)
         sub = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(text_off), pa.py_buffer(text)])
         values = pa.Array.from_buffers(pa.int32(), len(ids) // 4, [None, pa.py_buffer(ids)])
         offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(id_off)])

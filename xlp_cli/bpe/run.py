@@ -322,7 +322,7 @@ def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[s
         arrays = {c: batch.column(c) for c in keep}
         n_tok = unk = 0
         for s in names:
-            text, ids = tok.encode_arrow([x or "" for x in batch.column(col + s).to_pylist()])
+            text, ids = tok.encode_arrow(batch.column(col + s))
             arrays["text" + s], arrays["ids" + s] = text, ids
             values = to_numpy(ids.values)
             n_tok += len(values)

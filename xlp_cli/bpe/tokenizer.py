@@ -34,12 +34,15 @@ class Tokenizer:
         flat, offsets = self.ids(sub)
         return sub, flat, offsets
 
-    def encode_arrow(self, lines: list[str]) -> tuple[Any, Any]:
-        """(Arrow string array of subword lines, Arrow list<int32> array of ids): what an id shard stores."""
+    def encode_arrow(self, lines: Any) -> tuple[Any, Any]:
+        """(Arrow string array of subword lines, Arrow list<int32> array of ids): what an id shard stores.
+        `lines`: a list of str or an Arrow string array (nulls read as "")."""
         if self.kind == "fastbpe":
             return self.codec.encode_arrow(lines, self.dico.words, UNK_ID)
         import pyarrow as pa
 
+        if isinstance(lines, (pa.Array, pa.ChunkedArray)):
+            lines = [x or "" for x in lines.to_pylist()]
         sub, flat, offsets = self.encode(lines)
         return pa.array(sub, pa.string()), pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int32()))
 
