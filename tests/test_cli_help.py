@@ -180,3 +180,34 @@ def test_every_config_field_is_a_flag():
             p.name for p in typer.main.get_command(app).commands.get(spec.command[0]).params} if len(spec.command) == 1 \
             else {p.name for p in _options(list(spec.command))}
         assert fields <= params | {"inputs", "recipe"}, (name, fields - params)
+
+
+def test_main_builds_only_the_named_command():
+    """`xlp CMD ...` builds CMD alone (start-up), every command for help, completion and a typo."""
+    from xlp_cli.cli import named_stages
+
+    assert named_stages(["prepare", "--lang", "en"]) == {"prepare"}
+    assert named_stages(["bpe", "apply", "--codes", "c"]) == {"bpe-apply"}
+    assert named_stages(["bpe"]) == named_stages(["bpe", "aply"]) == {"bpe", "bpe-apply"}
+    assert named_stages([]) is named_stages(["--help"]) is named_stages(["prepar"]) is None
+    # what a user sees is what the app with every command shows: the help of the command, and a typo's line
+    for args in (["prepare", "--help"], ["bpe", "apply", "--help"], ["text", "--help"], ["prepar"],
+                 ["prepare", "--lnag", "en"]):
+        one = subprocess.run([sys.executable, "-m", "xlp_cli", *args], capture_output=True, text=True,
+                             env=dict(os.environ, COLUMNS="100"))
+        every = subprocess.run([sys.executable, "-c", "import sys; from xlp_cli.cli import app; "
+                                "sys.exit(app(sys.argv[1:], standalone_mode=False, prog_name='xlp'))", *args],
+                               capture_output=True, text=True, env=dict(os.environ, COLUMNS="100"))
+        assert (one.returncode, one.stdout) == (every.returncode, every.stdout), args
+        assert one.stdout or one.stderr
+
+
+def test_xlp_text_starts_without_pyarrow_or_numpy():
+    """`xlp text` (a filter in shell pipelines) loads neither pyarrow nor numpy; `xlp prepare` refuses pandas."""
+    code = ("import sys; from xlp_cli.entry import main; sys.argv = ['xlp'] + sys.argv[1:]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(sorted(m for m in ('pyarrow', 'numpy', 'pandas') if m in sys.modules), file=sys.stderr)")
+    res = subprocess.run([sys.executable, "-c", code, "text", "--lang", "en", "--tokenize", "xlm"],
+                         input="Hello, World!\n", capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout == "hello , world !\n" and res.stderr.strip().splitlines()[-1] == "[]"

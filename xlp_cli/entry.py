@@ -15,10 +15,8 @@ def main() -> None:
     # 252-258 MB -> 215-225 MB). A value set by the user wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
-        from xlp_cli.arrow_numpy import without_pandas
         from xlp_cli.cli import main as cli_main
 
-        without_pandas()  # pyarrow would import pandas (~0.4 s, ~40 MB) that no stage uses
         cli_main()
     except KeyboardInterrupt:  # before the command line was parsed (cli.main reports the later ones)
         sys.stderr.write(INTERRUPTED)
