@@ -12,7 +12,7 @@
 namespace xlp {
 namespace {
 
-// Which characters a line may contain: a rule whose first character is absent is skipped.
+// Which characters a line may contain: a rule with a character that is absent is skipped.
 struct Presence {
     uint64_t ascii[2] = {0, 0};
     uint64_t other = 0;
@@ -37,7 +37,8 @@ size_t cslen(const char32_t *s) { size_t n = 0; while (s[n]) ++n; return n; }
 
 // s/FROM/TO/g with a literal FROM.
 void lit(U32 &s, Presence &p, const char32_t *from, const char32_t *to) {
-    if (!p.may(from[0])) return;
+    for (const char32_t *c = from; *c; ++c)
+        if (!p.may(*c)) return;  // (" :" needs a ':': most rules start with a space, which every line has)
     const size_t nf = cslen(from);
     size_t pos = s.find(from, 0, nf);
     if (pos == U32::npos) return;
@@ -74,11 +75,14 @@ void squeeze_spaces(U32 &s, const Presence &p) {
 template <class A, class B>
 void triple(U32 &s, Presence &p, char32_t mid, A a, B b, const char32_t *rep) {
     if (!p.may(mid) || s.size() < 3) return;
-    if (s.find(mid) == U32::npos) return;
+    size_t first = 0;  // the first match (most lines have none: then nothing is copied)
+    while (first + 2 < s.size() && !(s[first + 1] == mid && a(s[first]) && b(s[first + 2]))) ++first;
+    if (first + 2 >= s.size()) return;
     U32 out;
     out.reserve(s.size() + 8);
     bool changed = false;
-    size_t i = 0;
+    out.append(s, 0, first);
+    size_t i = first;
     while (i < s.size()) {
         if (i + 2 < s.size() && s[i + 1] == mid && a(s[i]) && b(s[i + 2])) {
             out.push_back(s[i]);
