@@ -1,6 +1,7 @@
 // Lowercasing and accent stripping: CPython 3.11's str.lower() and unicodedata.normalize("NFD"), XLM's
 // lowercase_and_remove_accent.py built on them, and xlp's `safe` mode (xlp_cli/text/case.py documents it).
 #include <algorithm>
+#include <vector>
 
 #include "text.h"
 
@@ -29,6 +30,13 @@ void decompose(char32_t c, U32 &out) {
         return;
     }
     if (c < 0xC0) { out.push_back(c); return; }  // nothing below U+00C0 decomposes
+    static const std::vector<uint64_t> bmp = [&T] {  // the BMP characters that decompose (a hash lookup less
+        std::vector<uint64_t> b(1024, 0);              // for each of the others: most letters of most scripts)
+        for (const auto &kv : T.nfd)
+            if (kv.first < 0x10000) b[kv.first >> 6] |= uint64_t(1) << (kv.first & 63);
+        return b;
+    }();
+    if (c < 0x10000 && !((bmp[c >> 6] >> (c & 63)) & 1)) { out.push_back(c); return; }
     auto it = T.nfd.find(c);
     if (it == T.nfd.end()) { out.push_back(c); return; }
     const uint32_t *d = it->second;

@@ -5,6 +5,7 @@
 // `[a-z]` with /i is [A-Za-z], and `[^<]` is any byte (any character, the newline included). Each rule is
 // applied here, in the script's order, with perl's s///g semantics: leftmost matches, left to right, the
 // search resuming after the end of the previous match.
+#include <algorithm>
 #include <initializer_list>
 
 #include "text.h"
@@ -12,21 +13,41 @@
 namespace xlp {
 namespace {
 
-// Which characters a line may contain: a rule with a character that is absent is skipped.
+// The non-ASCII characters the rules below look for (sorted): each has its own presence bit.
+constexpr char32_t kRuleChars[] = {
+    0x00A0, 0x00AB, 0x00B4, 0x00BA, 0x00BB, 0x2013, 0x2014, 0x2018, 0x2019, 0x201A, 0x201C, 0x201D, 0x201E, 0x2026,
+    0x2236, 0x2501, 0x3001, 0x3002, 0x3008, 0x3009, 0x300A, 0x300B, 0x300C, 0x300D, 0x3010, 0x3011, 0xFF01, 0xFF05,
+    0xFF08, 0xFF09, 0xFF0C, 0xFF0E, 0xFF10, 0xFF11, 0xFF12, 0xFF13, 0xFF14, 0xFF15, 0xFF16, 0xFF17, 0xFF18, 0xFF19,
+    0xFF1A, 0xFF1B, 0xFF1F, 0xFF5E};
+constexpr int kNRuleChars = sizeof(kRuleChars) / sizeof(kRuleChars[0]);
+static_assert(kNRuleChars <= 64, "one presence bit per rule character");
+
+// Which characters a line may contain: a rule with a character that is absent is skipped. ASCII and the rule
+// characters exactly; any other character is reported present (no rule needs one).
 struct Presence {
     uint64_t ascii[2] = {0, 0};
     uint64_t other = 0;
-    static unsigned slot(char32_t c) { return (uint32_t(c) * 0x9E3779B1u) >> 26; }
+    static int slot(char32_t c) {  // the rule character's bit, or -1 (most text: by range alone)
+        if (c < 0xA0 || (c > 0xBB && c < 0x2013) || (c > 0x2501 && c < 0x3001) || (c > 0x3011 && c < 0xFF01) ||
+            c > 0xFF5E)
+            return -1;
+        const char32_t *it = std::lower_bound(kRuleChars, kRuleChars + kNRuleChars, c);
+        return it != kRuleChars + kNRuleChars && *it == c ? int(it - kRuleChars) : -1;
+    }
     void add(char32_t c) {
-        if (c < 128) ascii[c >> 6] |= uint64_t(1) << (c & 63);
-        else other |= uint64_t(1) << slot(c);
+        if (c < 128) {
+            ascii[c >> 6] |= uint64_t(1) << (c & 63);
+        } else if (int k = slot(c); k >= 0) {
+            other |= uint64_t(1) << k;
+        }
     }
     void add(const char32_t *s) { for (; *s; ++s) add(*s); }
     bool may(char32_t c) const {
         if (c < 128) return (ascii[c >> 6] >> (c & 63)) & 1;
-        return (other >> slot(c)) & 1;
+        const int k = slot(c);
+        return k < 0 || ((other >> k) & 1);
     }
-    bool any_non_ascii() const { return other != 0; }
+    bool any_rule_char() const { return other != 0; }  // a non-ASCII rule character is present
 };
 
 bool is_digit(char32_t c) { return c >= U'0' && c <= U'9'; }
@@ -180,7 +201,7 @@ const char32_t *const kUnicodePunctuation[][2] = {
 void replace_unicode_punctuation(U32 &s) {
     Presence p;
     for (char32_t c : s) p.add(c);
-    if (!p.any_non_ascii()) return;  // every rule starts with a non-ASCII character
+    if (!p.any_rule_char()) return;  // every rule starts with a non-ASCII rule character
     for (const auto &rule : kUnicodePunctuation) {
         if (rule[1]) lit(s, p, rule[0], rule[1]);
         else stop_spaces(s, p, rule[0][0]);
