@@ -211,3 +211,22 @@ def test_xlp_text_starts_without_pyarrow_or_numpy():
                          input="Hello, World!\n", capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout == "hello , world !\n" and res.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_commands_start_without_pydantic():
+    """typer_plain takes the flag values as click parsed them: no command imports pydantic (typer would, ~0.1 s),
+    and the values still arrive typed (a repeated flag as a list, comma lists split, a bool flag, a bad number
+    as the config's one line)."""
+    code = ("import sys; from xlp_cli.cli import main; sys.argv = ['xlp'] + sys.argv[1:]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, 'pydantic' in sys.modules, file=sys.stderr)")
+    res = subprocess.run([sys.executable, "-c", code, "prepare", "--help"], capture_output=True, text=True)
+    assert res.stderr.strip().splitlines()[-1] == "exit 0 False", res.stderr[-2000:]
+    res = subprocess.run([sys.executable, "-c", code, "prepare", "--workers", "two", "x.txt"], capture_output=True,
+                         text=True)
+    assert res.stderr.strip().splitlines()[-1] == "exit 2 False" and "--workers" in res.stderr, res.stderr
+    from xlp_cli.commands import build_config
+    from xlp_cli.prepare.config import PrepareConfig
+
+    cfg = build_config(PrepareConfig, None, {"lang": ["en,de", "fr"], "inputs": ["a.txt"], "dedup": False,
+                                             "workers": "3", "out": "o"})
+    assert cfg.lang == ["en", "de", "fr"] and cfg.dedup is False and cfg.workers == 3

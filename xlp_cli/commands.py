@@ -24,7 +24,10 @@ import typer
 from typer.core import TyperGroup
 
 from xlp_cli import config as cfgmod
+from xlp_cli import typer_plain
 from xlp_cli.errors import XlpError, did_you_mean
+
+typer_plain.install()  # flag values as click parsed them: no pydantic (~0.1 s of every start)
 
 
 def _load(ref: str) -> Any:
