@@ -124,6 +124,37 @@ def test_xlm_released_codes_reproduce_reference_bpe_for_all_15_languages():
         assert codec.apply_lines(parity_lines(lang)) == parity_lines(lang, "bpe.txt"), lang
 
 
+def _read_line_by_line(path, **kw):
+    from xlp_cli.bpe.dictionary import _entries
+
+    return Dictionary.from_counts(_entries(path), **kw)
+
+
+def test_dictionary_read_at_once_equals_line_by_line(tmp_path):
+    """Dictionary.read takes a whole regular file at once; it gives what XLM's per-line rules give, on files with
+    repeats, specials, U+00A0 / U+2003 / U+2028 tokens, a BOM, CRLF, an empty line and a bad count."""
+    cases = {
+        "regular": "the 10\nof 9\nthe 8\n<unk> 7\nx@@ 3\n",
+        "unprintable": "a 5\n\xa0 4\n\u2003@@ 3\n@@ 2\nb\u2003c 1\n\u2028 1\n\ufeffz 1\nsoft\xadhy 1",
+        "crlf": "a 5\r\nb 4\r\n",
+        "blank": "a 5\n\nb 4\n",
+        "empty": "",
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8", newline="")
+        for kw in ({}, {"max_vocab": 16}, {"min_count": 4}):
+            want, got = _read_line_by_line(path, **kw), Dictionary.read(path, **kw)
+            assert (got.words, got.counts, got.skipped) == (want.words, want.counts, want.skipped), (name, kw)
+    bad = tmp_path / "bad"
+    bad.write_text("a 5\nb x\xa0\n", encoding="utf-8")
+    with pytest.raises(BadInput, match="count is not a number"):
+        Dictionary.read(bad)
+    if (XLM / "vocab_xnli_15").is_file():
+        want, got = _read_line_by_line(XLM / "vocab_xnli_15"), Dictionary.read(XLM / "vocab_xnli_15")
+        assert (got.words, got.counts, got.skipped) == (want.words, want.counts, want.skipped)
+
+
 @pytest.mark.integration
 def test_xlm_vocab_gives_xlm_ids():
     need_xlm()

@@ -11,6 +11,7 @@ keeps tokens seen at least that often.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -48,6 +49,13 @@ class Dictionary:
     def from_counts(cls, entries: Iterable[tuple[str, int]], *, max_vocab: int = 0, min_count: int = 0,
                     where: str = "vocab") -> "Dictionary":
         """Specials, then `entries` in order, with XLM's skip rule, `max_vocab` and `min_count`."""
+        if isinstance(entries, _Regular):  # every line `token count`, the tokens printable: in bulk, same result
+            order = dict.fromkeys(SPECIALS + entries.tokens)  # first occurrences, in order (XLM skips repeats)
+            first = dict(zip(reversed(entries.tokens), reversed(entries.counts)))  # (the first one's count wins)
+            words = list(order)
+            d = cls(words, [0] * N_SPECIALS + [int(first[w]) for w in words[N_SPECIALS:]],
+                    len(entries.tokens) + N_SPECIALS - len(words))
+            return d._limited(max_vocab, min_count)
         words, counts = list(SPECIALS), [0] * N_SPECIALS
         index = {w: i for i, w in enumerate(words)}
         skipped = 0
@@ -65,7 +73,10 @@ class Dictionary:
             words.append(tok)
             counts.append(int(c))
         del index  # (rebuilt on demand: Dictionary.index)
-        d = cls(words, counts, skipped)
+        return cls(words, counts, skipped)._limited(max_vocab, min_count)
+
+    def _limited(self, max_vocab: int, min_count: int) -> "Dictionary":
+        d = self
         if max_vocab and max_vocab > 0:
             d = d._keep([i for i in range(len(d)) if i < max(max_vocab, N_SPECIALS)])
         if min_count and min_count > 0:
@@ -81,7 +92,9 @@ class Dictionary:
         path = Path(path)
         if not path.is_file():
             raise BadInput("no such dictionary file", path=path)
-        return cls.from_counts(_entries(path), max_vocab=max_vocab, min_count=min_count, where=str(path))
+        entries = _regular_entries(path)  # (the whole file at once; None: a line for the per-line reader)
+        return cls.from_counts(_entries(path) if entries is None else entries, max_vocab=max_vocab,
+                               min_count=min_count, where=str(path))
 
     def write(self, path: Path) -> None:
         """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
@@ -99,6 +112,46 @@ class Dictionary:
 
     def is_special(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(ids) < N_SPECIALS
+
+
+@dataclass
+class _Regular:
+    """A vocab file whose every line is `token count` with a printable token (no whitespace in it)."""
+    tokens: list[str]
+    counts: list[str]
+
+
+_LINE = re.compile(r"^([^ \n]+) ([0-9]+)$", re.M)
+
+
+def _regular_entries(path: Path) -> "_Regular | list[tuple[str, int]] | None":
+    """The file's entries read at once: a `_Regular` when every line is `token count` (XLM's vocab_xnli_15 and
+    every dict.txt xlp writes, but for a few tokens), the list of `_entries` otherwise when only tokens with
+    unprintable characters (U+00A0, U+2003, ...) need the per-line rules, None when a line needs `_entries`' messages
+    (not UTF-8, no count, ...). ~0.1 s less than `_entries` for XLM's 121k lines, without the GIL's per-line churn."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    pairs = _LINE.findall(text)
+    if len(pairs) != text.count("\n") + (0 if text.endswith("\n") or not text else 1):
+        return None
+    tokens = [t for t, _ in pairs]
+    if "".join(tokens).isprintable():
+        return _Regular(tokens, [c for _, c in pairs])
+    out: list[tuple[str, int]] = []
+    for tok, count in pairs:
+        out.extend(_line_entries(f"{tok} {count}") if not tok.isprintable() else [(tok, int(count))])
+    return out
+
+
+def _line_entries(line: str) -> list[tuple[str, int]]:
+    """`_entries`' rules for one line (its first case excepted), as a list of 0 or 1 entries."""
+    parts = line.rstrip().split()
+    if "\u2028" in line or len(parts) != 2:
+        return [("\u2028", 0)]  # counted as skipped, like XLM
+    return [(line.rstrip().rsplit(None, 1)[0], int(parts[1]))]
 
 
 def _entries(path: Path) -> Iterator[tuple[str, int]]:
