@@ -11,6 +11,7 @@ keeps tokens seen at least that often.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,19 +54,17 @@ class Dictionary:
             order = dict.fromkeys(SPECIALS + entries.tokens)  # first occurrences, in order (XLM skips repeats)
             first = dict(zip(reversed(entries.tokens), reversed(entries.counts)))  # (the first one's count wins)
             words = list(order)
-            d = cls(words, [0] * N_SPECIALS + [int(first[w]) for w in words[N_SPECIALS:]],
-                    len(entries.tokens) + N_SPECIALS - len(words))
+            d = cls(words, [0] * N_SPECIALS + list(map(int, map(first.__getitem__, words[N_SPECIALS:]))),
+                    entries.skipped + len(entries.tokens) + N_SPECIALS - len(words))
             return d._limited(max_vocab, min_count)
         words, counts = list(SPECIALS), [0] * N_SPECIALS
         index = {w: i for i, w in enumerate(words)}
         skipped = 0
         for tok, c in entries:
-            if not (tok and " " not in tok and tok.isprintable()):  # a token with no whitespace splits as is
-                parts = f"{tok} {c}".rstrip().split()  # XLM reads `line.rstrip().split()`
-                if "\u2028" in tok or len(parts) != 2:
-                    skipped += 1
-                    continue
-                tok = parts[0]
+            tok = _xlm_token(tok, c)
+            if tok is None:
+                skipped += 1
+                continue
             if tok in index:
                 skipped += 1  # XLM skips these lines ("already in vocab" for a repeat); they take no id
                 continue
@@ -114,21 +113,34 @@ class Dictionary:
         return np.asarray(ids) < N_SPECIALS
 
 
+def _xlm_token(tok: str, count: int) -> str | None:
+    """The token an entry gives in XLM's `read_vocab` (None: the line takes no id)."""
+    if tok and " " not in tok and tok.isprintable():  # a token with no whitespace splits as is
+        return tok
+    parts = f"{tok} {count}".rstrip().split()  # XLM reads `line.rstrip().split()`
+    if "\u2028" in tok or len(parts) != 2:
+        return None
+    return parts[0]
+
+
 @dataclass
 class _Regular:
-    """A vocab file whose every line is `token count` with a printable token (no whitespace in it)."""
+    """A vocab file whose every line is `token count`: its tokens as XLM reads them (repeats included), their
+    counts, and the lines that take no id before repeats are dropped."""
     tokens: list[str]
     counts: list[str]
+    skipped: int = 0
 
 
 _LINE = re.compile(r"^([^ \n]+) ([0-9]+)$", re.M)
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
-def _regular_entries(path: Path) -> "_Regular | list[tuple[str, int]] | None":
-    """The file's entries read at once: a `_Regular` when every line is `token count` (XLM's vocab_xnli_15 and
-    every dict.txt xlp writes, but for a few tokens), the list of `_entries` otherwise when only tokens with
-    unprintable characters (U+00A0, U+2003, ...) need the per-line rules, None when a line needs `_entries`' messages
-    (not UTF-8, no count, ...). ~0.1 s less than `_entries` for XLM's 121k lines, without the GIL's per-line churn."""
+def _regular_entries(path: Path) -> "_Regular | None":
+    """The file read at once when every line is `token count` (XLM's vocab_xnli_15, every dict.txt xlp writes):
+    the per-line rules of `_entries` and `_xlm_token` run only for the few tokens with unprintable characters
+    (U+00A0, U+2003, ...). None when a line needs `_entries` (and its messages: not UTF-8, no count, ...).
+    ~0.1 s less than `_entries` for XLM's 121k lines, most of it GIL time."""
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -137,21 +149,26 @@ def _regular_entries(path: Path) -> "_Regular | list[tuple[str, int]] | None":
     pairs = _LINE.findall(text)
     if len(pairs) != text.count("\n") + (0 if text.endswith("\n") or not text else 1):
         return None
-    tokens = [t for t, _ in pairs]
+    tokens, counts = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
     if "".join(tokens).isprintable():
-        return _Regular(tokens, [c for _, c in pairs])
-    out: list[tuple[str, int]] = []
-    for tok, count in pairs:
-        out.extend(_line_entries(f"{tok} {count}") if not tok.isprintable() else [(tok, int(count))])
+        return _Regular(tokens, counts)
+    out = _Regular(tokens, counts)
+    for i in reversed([i for i, t in enumerate(tokens) if not t.isprintable()]):  # (a few: U+00A0, U+2003, ...)
+        tok = _xlm_token(*_line_entries(f"{tokens[i]} {counts[i]}"))
+        if tok is None:
+            del tokens[i], counts[i]
+            out.skipped += 1
+        else:
+            tokens[i] = tok
     return out
 
 
-def _line_entries(line: str) -> list[tuple[str, int]]:
-    """`_entries`' rules for one line (its first case excepted), as a list of 0 or 1 entries."""
+def _line_entries(line: str) -> tuple[str, int]:
+    """`_entries`' rules for a `token count` line whose token is not printable."""
     parts = line.rstrip().split()
     if "\u2028" in line or len(parts) != 2:
-        return [("\u2028", 0)]  # counted as skipped, like XLM
-    return [(line.rstrip().rsplit(None, 1)[0], int(parts[1]))]
+        return "\u2028", 0  # skipped, like XLM
+    return line.rstrip().rsplit(None, 1)[0], int(parts[1])
 
 
 def _entries(path: Path) -> Iterator[tuple[str, int]]:
