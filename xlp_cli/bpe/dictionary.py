@@ -33,6 +33,7 @@ class Dictionary:
     counts: list[int]                      # id -> count (0 for specials)
     skipped: int = 0                       # lines of the source file that took no id
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    _text: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def index(self) -> dict[str, int]:
@@ -99,7 +100,14 @@ class Dictionary:
         """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
         from xlp_cli.artifacts import write_text_atomic
 
-        write_text_atomic(path, "".join(f"{w} {c}\n" for w, c in zip(self.words[N_SPECIALS:], self.counts[N_SPECIALS:])))
+        write_text_atomic(path, self.text())
+
+    def text(self) -> str:
+        """dict.txt's text, made once (a Dictionary is not changed once built; `xlp prepare --bpe-from` makes it
+        while the text is processed)."""
+        if self._text is None:
+            self._text = "".join(f"{w} {c}\n" for w, c in zip(self.words[N_SPECIALS:], self.counts[N_SPECIALS:]))
+        return self._text
 
     # ------------------------------------------------------------ use
     def encode(self, tokens: list[str]) -> np.ndarray:
@@ -146,7 +154,13 @@ def _regular_entries(path: Path) -> "_Regular | None":
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    pairs = _LINE.findall(text)
+    pairs: list[tuple[str, str]] = []
+    start = 0
+    while start < len(text):  # pieces of whole lines: each findall holds the GIL a few ms (one call: 50 ms, which
+        end = text.find("\n", start + (1 << 16))  # stalls `xlp prepare`'s workers while it reads the tokenizer)
+        end = len(text) if end < 0 else end + 1
+        pairs += _LINE.findall(text, start, end)
+        start = end
     if len(pairs) != text.count("\n") + (0 if text.endswith("\n") or not text else 1):
         return None
     tokens, counts = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))

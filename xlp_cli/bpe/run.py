@@ -200,8 +200,13 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
 def load_early(cfg: BpeApplyConfig) -> Future:
     """The tokenizer of `cfg` (`_resolve_tokenizer`'s result), read in a thread: `xlp prepare --bpe-from` starts
     it before its text step, and passes it to `apply` (the codes are read natively, without the GIL)."""
+    def load() -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
+        found = _resolve_tokenizer(cfg, Path(cfg.out))
+        found[0].dico.text()  # (dict.txt's text, written by apply)
+        return found
+
     pool = ThreadPoolExecutor(1, thread_name_prefix="xlp-bpe-load")
-    future = pool.submit(_resolve_tokenizer, cfg, Path(cfg.out))
+    future = pool.submit(load)
     pool.shutdown(wait=False)
     return future
 

@@ -91,13 +91,14 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
 
     if cfg.download:
         inputs = _inputs(cfg)
-    loaded = _load_tokenizer_early(cfg, out)
+    loaded: list[Any] = []  # the tokenizer's future, started once the workers are busy (_load_tokenizer_early)
     with contextlib.ExitStack() as cluster:
         if cfg.engine == "ray":  # one Ray cluster for the processing and the BPE apply tasks
             cluster.enter_context(ray_cluster.session(cfg.ray_address))
         errors = ErrorPolicy(cfg.on_error)
         work = out / _WORK
-        stats = _process(cfg, inputs, errors, work, _pipe_config(config))
+        stats = _process(cfg, inputs, errors, work, _pipe_config(config),
+                         lambda: loaded.append(_load_tokenizer_early(cfg, out)))
         counts, shards, dropped = stats["finalized"]
         dropped.update(stats["dropped"])
         if not shards:
@@ -131,7 +132,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         remover.start()
         try:
             if cfg.bpe_codes or cfg.bpe_from:
-                manifest = _bpe_steps(cfg, out, manifest, loaded)
+                manifest = _bpe_steps(cfg, out, manifest, loaded[0] if loaded else None)
         finally:
             remover.join()
     result = summary(manifest, out, time.time() - t0)
@@ -210,8 +211,9 @@ def _engine(cfg: PrepareConfig, work: Path, opts: SourceOptions, size: int, init
 
 
 def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: Path,
-             pipe_config: dict[str, Any]) -> dict[str, Any]:
-    """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order.
+             pipe_config: dict[str, Any], busy: Any = None) -> dict[str, Any]:
+    """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order; `busy()`
+    is called once, when the first chunk is back (the workers are running).
     Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
     from xlp_cli.prepare.sources import plan_splits, read_split
 
@@ -246,6 +248,10 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
             task = bar.add_task(f"prepare {cfg.source}", total=sum(sizes) or None, records=0, bytes=0, unit=unit)
 
             def take(s: int, k: int, meta: dict[str, Any]) -> None:
+                nonlocal busy
+                if busy is not None:
+                    busy, start = None, busy
+                    start()
                 ledger.account(plan[s], meta)  # raises on a problem with --on-error raise
                 table = held(s, k)  # (thread mode: the table as processed, not read back from its file)
                 if table is not None:
@@ -288,7 +294,9 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 # ---------------------------------------------------------------- BPE sub-steps
 def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
     """With --bpe-from (local engine): the codes and dictionary, read in a thread while the text is processed
-    (`bpe.run.load_early`); a problem with them is reported when the BPE step starts, as before. Else None."""
+    (`bpe.run.load_early`; started once the workers are busy: its Python part, the dictionary, would hold the GIL
+    while the main thread starts them); a problem with them is reported when the BPE step starts, as before.
+    Else None."""
     if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local":
         return None
     try:
