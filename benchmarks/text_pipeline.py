@@ -6,8 +6,10 @@ into .bench/text/, never flores101_devtest or ntrex128):
                          then `fast applybpe` with XLM's codes_xnli_15 + vocab_xnli_15
               xlp:       `xlp prepare --source text --tokenize xlm --lowercase xlm --bpe-from codes_xnli_15
                          --workers 2 --no-dedup --max-tokens 0` (Parquet text shards + token-id shards written)
-              wall time, CPU, and the peak over time of the RSS summed over every process of the run; the
-              subword lines of both must be the same (as multisets: prepare splits the lines into train/valid/test)
+              wall time and CPU (--repeat interleaved runs: the best and the medians), and, in a run of its own
+              per side, the peak over time of the RSS summed over every process (the probe reads /proc/PID/smaps
+              every 20 ms and would slow the timed runs); the subword lines of both must be the same (as
+              multisets: prepare splits the lines into train/valid/test)
   tokenizer   `tokenizer.perl -no-escape -l L` (one thread) vs `xlp text --workers 1 --no-clean --no-normalize
               --tokenize xlm --lowercase none` (start-up included) and vs the native tokenizer in-process (one
               thread, 1 MiB blocks), all on the normalized text, outputs compared byte for byte; per core =
@@ -105,8 +107,11 @@ def make_input(lang: str, mb: float, times: int) -> Path:
     return path
 
 
-def run_measured(cmd: str) -> dict:
-    """Run a shell command; wall time, CPU of the whole tree, peak of the RSS summed over its processes."""
+def run_measured(cmd: str, memory: bool = False) -> dict:
+    """Run a shell command; wall time and CPU of the whole tree; with `memory`, the peak of the RSS (and PSS)
+    summed over its processes, sampled every 20 ms. The probe reads /proc/PID/smaps of every process: it costs a
+    good part of a core, so the timed runs go without it (with it, xlp prepare's wall time was ~11% longer:
+    2.34 vs 2.11 s, median of 4 interleaved runs, en 10 MB) and memory is measured in runs of its own."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     before = os.times()
@@ -132,26 +137,28 @@ def run_measured(cmd: str) -> dict:
             stop.wait(0.02)
 
     th = threading.Thread(target=sample, daemon=True)
-    th.start()
+    if memory:
+        th.start()
     _, err = proc.communicate()
     wall = time.perf_counter() - t0
     stop.set()
-    th.join()
+    if memory:
+        th.join()
     after = os.times()
     if proc.returncode:
         raise SystemExit(f"failed ({proc.returncode}): {cmd}\n{err.decode(errors='replace')[-2000:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return {"wall": round(wall, 3), "cpu": round(cpu, 2), "peak_rss_mb": round(peak[0] / 2**20, 1),
-            "peak_pss_mb": round(peak[1] / 2**20, 1),
+    return {"wall": round(wall, 3), "cpu": round(cpu, 2),
+            **({"peak_rss_mb": round(peak[0] / 2**20, 1), "peak_pss_mb": round(peak[1] / 2**20, 1)} if memory else {}),
             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
-def reference_chain(lang: str, src: Path, work: Path, fast: Path) -> tuple[dict, Path]:
+def reference_chain(lang: str, src: Path, work: Path, fast: Path, memory: bool = False) -> tuple[dict, Path]:
     xlm, bpe = work / f"ref.{lang}.xlm", work / f"ref.{lang}.bpe"
     cmd = (f"perl {TOK}/replace-unicode-punctuation.perl < {src} | perl {TOK}/normalize-punctuation.perl -l {lang} "
            f"| perl {TOK}/remove-non-printing-char.perl | perl {TOK}/tokenizer.perl -no-escape -threads 2 -l {lang} "
            f"2>/dev/null | {PY} {LOWER} > {xlm} && {fast} applybpe {bpe} {xlm} {CODES} {VOCAB} 2>/dev/null")
-    return run_measured(cmd), bpe
+    return run_measured(cmd, memory), bpe
 
 
 def ids_folder(out: Path) -> Path:
@@ -160,12 +167,12 @@ def ids_folder(out: Path) -> Path:
     return sibling if sibling.is_dir() or not (out / "ids").is_dir() else out / "ids"
 
 
-def xlp_prepare(lang: str, src: Path, out: Path) -> dict:
+def xlp_prepare(lang: str, src: Path, out: Path, memory: bool = False) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(out.parent / f"{out.name}-ids", ignore_errors=True)  # (else a rerun finds it applied already)
     cmd = (f"{XLP} prepare --source text --lang {lang} {src} --out {out} --tokenize xlm --lowercase xlm "
            f"--bpe-from {CODES} --workers 2 --no-dedup --max-tokens 0")
-    return run_measured(cmd)
+    return run_measured(cmd, memory)
 
 
 def same_subwords(out: Path, ref_bpe: Path) -> bool:
@@ -255,19 +262,29 @@ def main() -> None:
         mb = round(src.stat().st_size / 1e6, 2)
         print(f"[{lang}] {mb} MB, {sum(1 for _ in open(src, 'rb')):,} lines", flush=True)
         best: dict = {}
-        for _ in range(args.repeat):
+        runs: dict = {"reference": [], "xlp": []}
+        for _ in range(args.repeat):  # timed runs, interleaved, without the memory probe
             ref, ref_bpe = reference_chain(lang, src, work, fast)
             xlp = xlp_prepare(lang, src, work / f"prep.{lang}")
             for k, v in (("reference", ref), ("xlp", xlp)):
+                runs[k].append(v)
                 if k not in best or v["wall"] < best[k]["wall"]:
                     best[k] = v
         same = same_subwords(work / f"prep.{lang}", ref_bpe)
+        walls = {k: sorted(v["wall"] for v in vs) for k, vs in runs.items()}
+        median = {k: w[len(w) // 2] for k, w in walls.items()}
         r = {"mb": mb, "reference": best["reference"], "xlp": best["xlp"], "same_subwords": same,
              "ratio": round(best["reference"]["wall"] / best["xlp"]["wall"], 2),
-             "ratio_cpu": round(best["reference"]["cpu"] / best["xlp"]["cpu"], 2)}
-        print(f"  end to end: reference {r['reference']['wall']} s (CPU {r['reference']['cpu']} s, RSS {r['reference']['peak_rss_mb']} MB), "
-              f"xlp {r['xlp']['wall']} s (CPU {r['xlp']['cpu']} s, RSS {r['xlp']['peak_rss_mb']} MB, PSS {r['xlp']['peak_pss_mb']} MB): "
-              f"{r['ratio']}x wall, {r['ratio_cpu']}x CPU; load {r['xlp']['load_before']}; same subwords: {same}", flush=True)
+             "ratio_cpu": round(best["reference"]["cpu"] / best["xlp"]["cpu"], 2),
+             "walls": walls, "ratio_median": round(median["reference"] / median["xlp"], 2)}
+        print(f"  end to end: reference {r['reference']['wall']} s (CPU {r['reference']['cpu']} s), "
+              f"xlp {r['xlp']['wall']} s (CPU {r['xlp']['cpu']} s): {r['ratio']}x wall (best of {args.repeat}; "
+              f"medians {r['ratio_median']}x), {r['ratio_cpu']}x CPU; load {r['xlp']['load_before']}; "
+              f"same subwords: {same}", flush=True)
+        r["reference_memory"], _ = reference_chain(lang, src, work, fast, memory=True)
+        r["xlp_memory"] = xlp_prepare(lang, src, work / f"prep.{lang}", memory=True)
+        print(f"  peak summed RSS (a run of its own): reference {r['reference_memory']['peak_rss_mb']} MB, xlp "
+              f"{r['xlp_memory']['peak_rss_mb']} MB (PSS {r['xlp_memory']['peak_pss_mb']} MB)", flush=True)
         r["tokenizer"] = tokenizer_alone(lang, src, work)
         t = r["tokenizer"]
         print(f"  tokenizer alone, 1 core, CPU s: perl {t['perl']['cpu']}, xlp text {t['xlp_cli']['cpu']} ({t['ratio_cpu_cli']}x), "
@@ -279,11 +296,11 @@ def main() -> None:
               f"(CPU {b['xlp']['cpu']} s): {b['ratio']}x wall, {b['ratio_cpu']}x CPU, identical: {b['identical']}", flush=True)
         if not args.no_4x:
             big = make_input(lang, args.mb, 4)
-            r["xlp_4x"] = xlp_prepare(lang, big, work / f"prep4.{lang}")
+            r["xlp_4x"] = xlp_prepare(lang, big, work / f"prep4.{lang}", memory=True)
             shutil.rmtree(work / f"prep4.{lang}", ignore_errors=True)
             shutil.rmtree(work / f"prep4.{lang}-ids", ignore_errors=True)
-            print(f"  memory: xlp peak summed RSS {r['xlp']['peak_rss_mb']} MB at 1x, {r['xlp_4x']['peak_rss_mb']} MB at 4x "
-                  f"(PSS {r['xlp']['peak_pss_mb']} / {r['xlp_4x']['peak_pss_mb']} MB; {round(big.stat().st_size / 1e6, 1)} MB, "
+            print(f"  memory: xlp peak summed RSS {r['xlp_memory']['peak_rss_mb']} MB at 1x, {r['xlp_4x']['peak_rss_mb']} MB at 4x "
+                  f"(PSS {r['xlp_memory']['peak_pss_mb']} / {r['xlp_4x']['peak_pss_mb']} MB; {round(big.stat().st_size / 1e6, 1)} MB, "
                   f"{r['xlp_4x']['wall']} s)", flush=True)
         results["langs"][lang] = r
     name = "results.json" if not args.xlp_root else f"results.{args.xlp_root.name}.json"

@@ -11,7 +11,7 @@ import collections
 import contextlib
 import ctypes
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -163,18 +163,24 @@ def _learn_spm(cfg, sources, plan, out: Path):
 
 
 # ================================================================ apply
+def _codes_and_vocab(cfg: BpeApplyConfig) -> tuple[Path, Path]:
+    """--codes and its --vocab (XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab)."""
+    if not Path(cfg.codes).is_file():  # type: ignore[arg-type]
+        raise BadInput("no such codes file", path=cfg.codes)
+    if cfg.vocab is None:
+        sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))  # type: ignore[arg-type]
+        if sibling != Path(cfg.codes) and sibling.is_file():  # type: ignore[arg-type]
+            cfg.vocab = sibling
+    if cfg.vocab is None:
+        raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
+                       path=cfg.codes)
+    return Path(cfg.codes), Path(cfg.vocab)  # type: ignore[arg-type]
+
+
 def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
     """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
     if cfg.codes is not None:
-        if not Path(cfg.codes).is_file():
-            raise BadInput("no such codes file", path=cfg.codes)
-        if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
-            sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
-            if sibling != Path(cfg.codes) and sibling.is_file():
-                cfg.vocab = sibling
-        if cfg.vocab is None:
-            raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
-                           path=cfg.codes)
+        _codes_and_vocab(cfg)
         with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
             codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
             info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
@@ -197,25 +203,10 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
     return tok, info, [_upstream(bpe_dir, bpe_m)], bpe_m.get("text_config") or {}
 
 
-def load_early(cfg: BpeApplyConfig) -> Future:
-    """The tokenizer of `cfg` (`_resolve_tokenizer`'s result), read in a thread: `xlp prepare --bpe-from` starts
-    it before its text step, and passes it to `apply` (the codes are read natively, without the GIL)."""
-    def load() -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
-        found = _resolve_tokenizer(cfg, Path(cfg.out))
-        found[0].dico.text()  # (dict.txt's text, written by apply)
-        return found
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix="xlp-bpe-load")
-    future = pool.submit(load)
-    pool.shutdown(wait=False)
-    return future
-
-
 @outdir.scoped
-def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None) -> dict[str, Any]:
+def apply(cfg: BpeApplyConfig, runner: Any = None) -> dict[str, Any]:
     """`runner(tok, info, out, jobs)` yields `_apply_shard`'s result per job (args after `tok`), in order:
-    `xlp prepare --engine ray` passes bpe/ray_apply.py's (Ray tasks, each loading `info` from `out`).
-    `loaded`: `load_early`'s future for this cfg's tokenizer."""
+    `xlp prepare --engine ray` passes bpe/ray_apply.py's (Ray tasks, each loading `info` from `out`)."""
     if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
         from xlp_cli.bpe.filter import apply_filter
 
@@ -229,7 +220,7 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None)
     for key in ("force",) + BpeApplyConfig.FILTER_KEYS:
         config.pop(key.replace("_", "-"))
     out = Path(cfg.out)
-    tok, info, ups, learned_text = loaded.result() if loaded is not None else _resolve_tokenizer(cfg, out)
+    tok, info, ups, learned_text = _resolve_tokenizer(cfg, out)
     prep_text = _text_config(prep_m)
     clash = sorted(k for k in set(prep_text) & set(learned_text) if prep_text[k] != learned_text[k])
     if clash:

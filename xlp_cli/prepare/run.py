@@ -91,14 +91,12 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
 
     if cfg.download:
         inputs = _inputs(cfg)
-    loaded: list[Any] = []  # the tokenizer's future, started once the workers are busy (_load_tokenizer_early)
     with contextlib.ExitStack() as cluster:
         if cfg.engine == "ray":  # one Ray cluster for the processing and the BPE apply tasks
             cluster.enter_context(ray_cluster.session(cfg.ray_address))
         errors = ErrorPolicy(cfg.on_error)
         work = out / _WORK
-        stats = _process(cfg, inputs, errors, work, _pipe_config(config),
-                         lambda: loaded.append(_load_tokenizer_early(cfg, out)))
+        stats = _process(cfg, inputs, errors, work, _pipe_config(config))
         counts, shards, dropped = stats["finalized"]
         dropped.update(stats["dropped"])
         if not shards:
@@ -132,7 +130,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         remover.start()
         try:
             if cfg.bpe_codes or cfg.bpe_from:
-                manifest = _bpe_steps(cfg, out, manifest, loaded[0] if loaded else None)
+                manifest = _bpe_steps(cfg, out, manifest)
         finally:
             remover.join()
     result = summary(manifest, out, time.time() - t0)
@@ -211,9 +209,8 @@ def _engine(cfg: PrepareConfig, work: Path, opts: SourceOptions, size: int, init
 
 
 def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: Path,
-             pipe_config: dict[str, Any], busy: Any = None) -> dict[str, Any]:
-    """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order; `busy()`
-    is called once, when the first chunk is back (the workers are running).
+             pipe_config: dict[str, Any]) -> dict[str, Any]:
+    """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order.
     Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
     from xlp_cli.prepare.sources import plan_splits, read_split
 
@@ -248,10 +245,6 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
             task = bar.add_task(f"prepare {cfg.source}", total=sum(sizes) or None, records=0, bytes=0, unit=unit)
 
             def take(s: int, k: int, meta: dict[str, Any]) -> None:
-                nonlocal busy
-                if busy is not None:
-                    busy, start = None, busy
-                    start()
                 ledger.account(plan[s], meta)  # raises on a problem with --on-error raise
                 table = held(s, k)  # (thread mode: the table as processed, not read back from its file)
                 if table is not None:
@@ -292,25 +285,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 
 
 # ---------------------------------------------------------------- BPE sub-steps
-def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
-    """With --bpe-from (local engine): the codes and dictionary, read in a thread while the text is processed
-    (`bpe.run.load_early`; started once the workers are busy: its Python part, the dictionary, would hold the GIL
-    while the main thread starts them); a problem with them is reported when the BPE step starts, as before.
-    Else None."""
-    if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local":
-        return None
-    try:
-        from xlp_cli.bpe import run as bpe_run
-        from xlp_cli.bpe.config import BpeApplyConfig
-    except ModuleNotFoundError:
-        return None  # (_bpe_steps says why)
-    src = Path(cfg.bpe_from)
-    ids_dir = layout.sibling(out, "ids")
-    return bpe_run.load_early(BpeApplyConfig(data=[src] if src.is_dir() else [out], out=ids_dir,
-                                             codes=None if src.is_dir() else src))
-
-
-def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: Any = None) -> dict[str, Any]:
+def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     try:
         from xlp_cli.bpe import run as bpe_run
         from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -335,7 +310,7 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: 
         from xlp_cli.bpe.ray_apply import runner as ray_runner
 
         runner = ray_runner(cfg.ray_address)
-    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded)
+    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner)
     manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
     artifacts.write_manifest(out, manifest)
     return manifest
