@@ -146,13 +146,7 @@ def _regular_entries(path: Path) -> "_Regular | None":
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    pairs: list[tuple[str, str]] = []
-    start = 0
-    while start < len(text):  # pieces of whole lines: each findall holds the GIL a few ms, not 50
-        end = text.find("\n", start + (1 << 16))
-        end = len(text) if end < 0 else end + 1
-        pairs += _LINE.findall(text, start, end)
-        start = end
+    pairs = _LINE.findall(text)
     if len(pairs) != text.count("\n") + (0 if text.endswith("\n") or not text else 1):
         return None
     tokens, counts = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))

@@ -163,24 +163,18 @@ def _learn_spm(cfg, sources, plan, out: Path):
 
 
 # ================================================================ apply
-def _codes_and_vocab(cfg: BpeApplyConfig) -> tuple[Path, Path]:
-    """--codes and its --vocab (XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab)."""
-    if not Path(cfg.codes).is_file():  # type: ignore[arg-type]
-        raise BadInput("no such codes file", path=cfg.codes)
-    if cfg.vocab is None:
-        sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))  # type: ignore[arg-type]
-        if sibling != Path(cfg.codes) and sibling.is_file():  # type: ignore[arg-type]
-            cfg.vocab = sibling
-    if cfg.vocab is None:
-        raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
-                       path=cfg.codes)
-    return Path(cfg.codes), Path(cfg.vocab)  # type: ignore[arg-type]
-
-
 def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
     """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
     if cfg.codes is not None:
-        _codes_and_vocab(cfg)
+        if not Path(cfg.codes).is_file():
+            raise BadInput("no such codes file", path=cfg.codes)
+        if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
+            sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
+            if sibling != Path(cfg.codes) and sibling.is_file():
+                cfg.vocab = sibling
+        if cfg.vocab is None:
+            raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
+                           path=cfg.codes)
         with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
             codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
             info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
