@@ -20,7 +20,7 @@ from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
 from xlp_cli import artifacts
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
-from xlp_cli.bpe.dictionary import N_SPECIALS, SPECIALS, UNK_ID, Dictionary
+from xlp_cli.bpe.dictionary import N_SPECIALS, SPECIALS, UNK_ID, Dictionary, _native_read
 from xlp_cli.bpe.run import apply, learn
 from xlp_cli.commands import stage_command
 from xlp_cli.errors import BadInput
@@ -125,33 +125,46 @@ def test_xlm_released_codes_reproduce_reference_bpe_for_all_15_languages():
 
 
 def _read_line_by_line(path, **kw):
-    from xlp_cli.bpe.dictionary import _entries
+    from xlp_cli.bpe.dictionary import _entries  # (XLM's rules, a line at a time)
 
     return Dictionary.from_counts(_entries(path), **kw)
 
 
-def test_dictionary_read_at_once_equals_line_by_line(tmp_path):
-    """Dictionary.read takes a whole regular file at once; it gives what XLM's per-line rules give, on files with
-    repeats, specials, U+00A0 / U+2003 / U+2028 tokens, a BOM, CRLF, an empty line and a bad count."""
+def test_dictionary_native_reader_equals_line_by_line(tmp_path):
+    """Dictionary.read reads a file natively (vocab.cpp) or, where that reader gives up, line by line; both give
+    what XLM's per-line rules give (words, counts, lines skipped, and dict.txt's bytes), on files with repeats,
+    specials, Unicode-space tokens and separators, U+2028, a BOM, CRLF, blank and three-field lines, counts with
+    leading zeros, too big for 64 bits or in other digits, and on every BMP character inside a token."""
     cases = {
         "regular": "the 10\nof 9\nthe 8\n<unk> 7\nx@@ 3\n",
         "unprintable": "a 5\n\xa0 4\n\u2003@@ 3\n@@ 2\nb\u2003c 1\n\u2028 1\n\ufeffz 1\nsoft\xadhy 1",
+        "separators": " a 5\nb\t4\nc\x1c3\nd\x852 \ne\u3000\u20291\nf 1 1\n  \n\x00g 007\nh\u2028i 1\nk\u2028 1\n",
+        "counts": "a 18446744073709551617\nb 99999999999999999999999\nc 0\n",
+        "unicode digits": "a 5\nb \u0663\n",
         "crlf": "a 5\r\nb 4\r\n",
         "blank": "a 5\n\nb 4\n",
         "empty": "",
+        "bmp": "".join(f"x{chr(cp)}y 1\n" for cp in range(0x10000) if cp not in (10, 13) and not 0xD800 <= cp < 0xE000),
     }
+    native = {}
     for name, text in cases.items():
         path = tmp_path / name
         path.write_text(text, encoding="utf-8", newline="")
+        native[name] = _native_read(path.read_bytes()) is not None
         for kw in ({}, {"max_vocab": 16}, {"min_count": 4}):
             want, got = _read_line_by_line(path, **kw), Dictionary.read(path, **kw)
             assert (got.words, got.counts, got.skipped) == (want.words, want.counts, want.skipped), (name, kw)
+            want.write(tmp_path / "want.txt")
+            got.write(tmp_path / "got.txt")
+            assert (tmp_path / "got.txt").read_bytes() == (tmp_path / "want.txt").read_bytes(), (name, kw)
+    assert native == {**{k: True for k in cases}, "counts": False, "unicode digits": False, "crlf": False}
     bad = tmp_path / "bad"
     bad.write_text("a 5\nb x\xa0\n", encoding="utf-8")
     with pytest.raises(BadInput, match="count is not a number"):
         Dictionary.read(bad)
     if (XLM / "vocab_xnli_15").is_file():
         want, got = _read_line_by_line(XLM / "vocab_xnli_15"), Dictionary.read(XLM / "vocab_xnli_15")
+        assert got._text is not None
         assert (got.words, got.counts, got.skipped) == (want.words, want.counts, want.skipped)
 
 

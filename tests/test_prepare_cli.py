@@ -269,6 +269,19 @@ def test_bpe_inside_prepare(tmp_path):
         assert list((tmp_path / f"reuse-{src.name}-ids" / "train" / "fr").glob("part-*.parquet"))
     r = prepare(tmp_path / "x", "--source", "text", "--lang", "fr", FR, "--bpe-from", tmp_path / "missing")
     assert r.exit_code == 2 and "missing" in error_line(r)
+    # the codes and vocab are read while the text is processed: a bad line is still a one-line error (exit 2),
+    # and once the file is fixed the rerun keeps the text shards and writes the ids
+    bad = tmp_path / "xlm"
+    bad.mkdir()
+    (bad / "codes").write_text("e s</w> 9\ne s 8 7\n", encoding="utf-8")
+    (bad / "vocab").write_text("es 9\n", encoding="utf-8")
+    r = prepare(tmp_path / "y", "--source", "text", "--lang", "fr", FR, "--bpe-from", bad / "codes")
+    assert r.exit_code == 2 and str(bad / "codes") in error_line(r) and ":2" in error_line(r), r.stderr
+    assert manifest(tmp_path / "y")["counts"] and not (tmp_path / "y-ids" / "manifest.json").exists()
+    (bad / "codes").write_text("e s</w> 9\n", encoding="utf-8")
+    r = prepare(tmp_path / "y", "--source", "text", "--lang", "fr", FR, "--bpe-from", bad / "codes")
+    assert r.exit_code == 0, r.stderr
+    assert list((tmp_path / "y-ids" / "train" / "fr").glob("part-*.parquet"))
 
 
 def test_config_file_gives_the_same_run_as_flags(tmp_path):

@@ -7,12 +7,13 @@ whitespace split is not exactly `token count` (tokens that are Unicode spaces su
 is already in the dictionary (XLM's vocab_xnli_15 has `\xa0@@`, `\u2003@@`, ... which all split to `@@`), is
 skipped and takes no id. `max_vocab` keeps ids < max_vocab (specials included, like XLM's `--max_vocab`); `min_count`
 keeps tokens seen at least that often.
+A file is read natively by these rules (xlp_cli/text/csrc/vocab.cpp, without the GIL: ~0.02 s for XLM's 121k
+lines, where Python took 0.15-0.19 s); a file it leaves (not UTF-8, a carriage return, a count that is not ASCII
+digits, ...) is read line by line here, and its bad line named.
 """
 
 from __future__ import annotations
 
-import operator
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -20,7 +21,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from xlp_cli import special_ids
-from xlp_cli.errors import BadInput
+from xlp_cli.errors import BadInput, WorkFailed
 
 SPECIALS = list(special_ids.SPECIAL_TOKENS)   # the table lives in xlp_cli/special_ids.py
 UNK_ID = special_ids.UNK
@@ -33,6 +34,7 @@ class Dictionary:
     counts: list[int]                      # id -> count (0 for specials)
     skipped: int = 0                       # lines of the source file that took no id
     _index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    _text: bytes | None = field(default=None, repr=False, compare=False)  # dict.txt as read (a Dictionary is not changed)
 
     @property
     def index(self) -> dict[str, int]:
@@ -50,13 +52,6 @@ class Dictionary:
     def from_counts(cls, entries: Iterable[tuple[str, int]], *, max_vocab: int = 0, min_count: int = 0,
                     where: str = "vocab") -> "Dictionary":
         """Specials, then `entries` in order, with XLM's skip rule, `max_vocab` and `min_count`."""
-        if isinstance(entries, _Regular):  # every line `token count`, the tokens printable: in bulk, same result
-            order = dict.fromkeys(SPECIALS + entries.tokens)  # first occurrences, in order (XLM skips repeats)
-            first = dict(zip(reversed(entries.tokens), reversed(entries.counts)))  # (the first one's count wins)
-            words = list(order)
-            d = cls(words, [0] * N_SPECIALS + list(map(int, map(first.__getitem__, words[N_SPECIALS:]))),
-                    entries.skipped + len(entries.tokens) + N_SPECIALS - len(words))
-            return d._limited(max_vocab, min_count)
         words, counts = list(SPECIALS), [0] * N_SPECIALS
         index = {w: i for i, w in enumerate(words)}
         skipped = 0
@@ -91,15 +86,21 @@ class Dictionary:
         path = Path(path)
         if not path.is_file():
             raise BadInput("no such dictionary file", path=path)
-        entries = _regular_entries(path)  # (the whole file at once; None: a line for the per-line reader)
-        return cls.from_counts(_entries(path) if entries is None else entries, max_vocab=max_vocab,
-                               min_count=min_count, where=str(path))
+        data = path.read_bytes()
+        found = _native_read(data)  # (XLM's rules natively, without the GIL; None: the Python reader decides)
+        if found is not None:
+            return found._limited(max_vocab, min_count)
+        return cls.from_counts(_entries(path), max_vocab=max_vocab, min_count=min_count, where=str(path))
 
     def write(self, path: Path) -> None:
         """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
-        from xlp_cli.artifacts import write_text_atomic
+        from xlp_cli.artifacts import atomic_path
 
-        write_text_atomic(path, "".join(f"{w} {c}\n" for w, c in zip(self.words[N_SPECIALS:], self.counts[N_SPECIALS:])))
+        text = self._text  # (as the native reader made it)
+        if text is None:
+            text = "".join(f"{w} {c}\n" for w, c in zip(self.words[N_SPECIALS:], self.counts[N_SPECIALS:])).encode("utf-8")
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(text)
 
     # ------------------------------------------------------------ use
     def encode(self, tokens: list[str]) -> np.ndarray:
@@ -123,52 +124,20 @@ def _xlm_token(tok: str, count: int) -> str | None:
     return parts[0]
 
 
-@dataclass
-class _Regular:
-    """A vocab file whose every line is `token count`: its tokens as XLM reads them (repeats included), their
-    counts, and the lines that take no id before repeats are dropped."""
-    tokens: list[str]
-    counts: list[str]
-    skipped: int = 0
-
-
-_LINE = re.compile(r"^([^ \n]+) ([0-9]+)$", re.M)
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
-
-
-def _regular_entries(path: Path) -> "_Regular | None":
-    """The file read at once when every line is `token count` (XLM's vocab_xnli_15, every dict.txt xlp writes):
-    the per-line rules of `_entries` and `_xlm_token` run only for the few tokens with unprintable characters
-    (U+00A0, U+2003, ...). None when a line needs `_entries` (and its messages: not UTF-8, no count, ...).
-    0.19 -> 0.14 s for XLM's 121k lines."""
-    data = path.read_bytes()
+def _native_read(data: bytes) -> "Dictionary | None":
+    """The dictionary of a vocab file's bytes by XLM's rules, read natively (xlp_cli/text/csrc/vocab.cpp), or None
+    when the file needs the Python readers (not UTF-8, a carriage return, a count that is not ASCII digits, ...)."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    pairs = _LINE.findall(text)
-    if len(pairs) != text.count("\n") + (0 if text.endswith("\n") or not text else 1):
-        return None
-    tokens, counts = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
-    if "".join(tokens).isprintable():
-        return _Regular(tokens, counts)
-    out = _Regular(tokens, counts)
-    for i in reversed([i for i, t in enumerate(tokens) if not t.isprintable()]):  # (a few: U+00A0, U+2003, ...)
-        tok = _xlm_token(*_line_entries(f"{tokens[i]} {counts[i]}"))
-        if tok is None:
-            del tokens[i], counts[i]
-            out.skipped += 1
-        else:
-            tokens[i] = tok
-    return out
+        from xlp_cli.text.native import module
 
-
-def _line_entries(line: str) -> tuple[str, int]:
-    """`_entries`' rules for a `token count` line whose token is not printable."""
-    parts = line.rstrip().split()
-    if "\u2028" in line or len(parts) != 2:
-        return "\u2028", 0  # skipped, like XLM
-    return line.rstrip().rsplit(None, 1)[0], int(parts[1])
+        got = module().xlm_vocab(data, "\n".join(SPECIALS).encode("utf-8"))
+    except WorkFailed:  # (the text extension is not built: the Python reader gives the same dictionary)
+        return None
+    if got is None:
+        return None
+    tokens, counts, skipped, text = got
+    words = SPECIALS + (tokens.decode("utf-8").split("\n") if tokens else [])
+    return Dictionary(words, [0] * N_SPECIALS + np.frombuffer(counts, "<i8").tolist(), skipped, _text=text)
 
 
 def _entries(path: Path) -> Iterator[tuple[str, int]]:

@@ -96,6 +96,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
             cluster.enter_context(ray_cluster.session(cfg.ray_address))
         errors = ErrorPolicy(cfg.on_error)
         work = out / _WORK
+        loaded = _load_tokenizer_early(cfg, out)
         stats = _process(cfg, inputs, errors, work, _pipe_config(config))
         counts, shards, dropped = stats["finalized"]
         dropped.update(stats["dropped"])
@@ -130,7 +131,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         remover.start()
         try:
             if cfg.bpe_codes or cfg.bpe_from:
-                manifest = _bpe_steps(cfg, out, manifest)
+                manifest = _bpe_steps(cfg, out, manifest, loaded)
         finally:
             remover.join()
     result = summary(manifest, out, time.time() - t0)
@@ -285,7 +286,23 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 
 
 # ---------------------------------------------------------------- BPE sub-steps
-def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
+    """With --bpe-from (local engine): `bpe.run.load_early`'s future of the codes and dictionary, read in a thread
+    while the text is processed (natively, without the GIL); their problem is raised when the BPE step starts,
+    as before. Else None."""
+    if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local":
+        return None
+    try:
+        from xlp_cli.bpe import run as bpe_run
+        from xlp_cli.bpe.config import BpeApplyConfig
+    except ModuleNotFoundError:
+        return None  # (_bpe_steps says why)
+    src = Path(cfg.bpe_from)
+    return bpe_run.load_early(BpeApplyConfig(data=[src] if src.is_dir() else [out], out=layout.sibling(out, "ids"),
+                                             codes=None if src.is_dir() else src))
+
+
+def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: Any = None) -> dict[str, Any]:
     try:
         from xlp_cli.bpe import run as bpe_run
         from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -310,7 +327,7 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any]) -> dict[
         from xlp_cli.bpe.ray_apply import runner as ray_runner
 
         runner = ray_runner(cfg.ray_address)
-    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner)
+    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded)
     manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
     artifacts.write_manifest(out, manifest)
     return manifest

@@ -8,6 +8,7 @@
 //     .run_bytes(bytes, stage, max_line) -> (bytes, [(line index, problem)])
 //   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
 //   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
+//   xlm_vocab(bytes, specials)                                XLM's read_vocab (vocab.cpp)
 // The work runs without the GIL, so threads can share the cores.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "text.h"
+
+namespace xlp { PyObject *py_xlm_vocab(PyObject *, PyObject *); }  // vocab.cpp
 
 namespace {
 
@@ -359,6 +362,7 @@ PyObject *py_length_problems(PyObject *, PyObject *args) {
 }
 
 PyMethodDef module_methods[] = {
+    {"xlm_vocab", xlp::py_xlm_vocab, METH_VARARGS, "xlm_vocab(data, specials) -> (tokens, counts, skipped, dict.txt) | None"},
     {"normalize", py_normalize, METH_VARARGS,
      "replace-unicode-punctuation.perl | normalize-punctuation.perl -l LANG on one line"},
     {"remove_non_printing", py_remove_non_printing, METH_O, "remove-non-printing-char.perl on one line"},
