@@ -309,7 +309,7 @@ def _copy_tokenizer(info: dict[str, Any], out: Path) -> dict[str, Any]:
     return info
 
 
-ROW_GROUP = 64 * 1024  # rows per row group, as artifacts.write_shard writes them
+ROW_GROUP = 8192  # rows per row group of an id shard (docs/bpe.md: 64k before; 8k lets writing keep up with encoding)
 
 
 def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[str], batch_rows: int,
