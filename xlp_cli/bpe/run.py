@@ -7,24 +7,21 @@ apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subwo
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import ctypes
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from xlp_cli import artifacts, datadirs, layout, outdir, ui
-from xlp_cli.arrow_numpy import to_numpy
 from xlp_cli.bpe import corpus
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
-from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
+from xlp_cli.bpe.dictionary import Dictionary
+from xlp_cli.bpe.id_shards import apply_shard as _apply_shard  # (ray_apply.py runs it in its tasks)
+from xlp_cli.bpe.id_shards import release_memory
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
 from xlp_cli.config import to_dict
 from xlp_cli.errors import BadInput
@@ -208,16 +205,17 @@ def load_early(cfg: BpeApplyConfig) -> Future:
 
 
 @outdir.scoped
-def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None) -> dict[str, Any]:
+def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None, made: Any = None) -> dict[str, Any]:
     """`runner(tok, info, out, jobs)` yields `_apply_shard`'s result per job (args after `tok`), in order:
     `xlp prepare --engine ray` passes bpe/ray_apply.py's (Ray tasks, each loading `info` from `out`).
-    `loaded`: `load_early`'s future of this cfg's tokenizer."""
+    `loaded`: `load_early`'s future of this cfg's tokenizer; `made`: bpe/alongside.py's id shards made while
+    `xlp prepare` wrote the text (each is moved into place instead of being made again)."""
     if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
         from xlp_cli.bpe.filter import apply_filter
 
         return apply_filter(cfg)
     t0 = time.time()
-    _release_memory()  # (inside `xlp prepare`: what the prepare step freed)
+    release_memory()  # (inside `xlp prepare`: what the prepare step freed)
     pa.set_memory_pool(pa.system_memory_pool())  # malloc gives back what the batches free; mimalloc keeps it
     preps = _prepares(cfg.data)
     prep, prep_m = preps[0]
@@ -256,7 +254,12 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None)
     jobs = [(shard, f.pair, cfg.batch_rows, out / rel, layout.partition_of(rel))
             for f, shard, rel in entries if not (out / rel).is_file()]  # resume: the others are complete
     todo = {job[3] for job in jobs}
-    run = runner or (lambda tok, _info, _out, jobs: (_apply_shard(tok, *job, workers=cfg.workers) for job in jobs))
+    def local(tok: Tokenizer, _info: Any, _out: Path, jobs: list) -> Iterator[tuple[str, int, int, int]]:
+        for job in jobs:
+            found = made.take(job[3].relative_to(out).as_posix(), job[3]) if made is not None else None
+            yield found if found is not None else _apply_shard(tok, *job, workers=cfg.workers)
+
+    run = runner or local
     results = run(tok, dict(info, dict="dict.txt"), out, jobs)
     with ui.progress() as bar, contextlib.closing(results):  # (closing: a failure stops the Ray tasks)
         task = bar.add_task("bpe apply", total=len(entries))
@@ -307,87 +310,3 @@ def _copy_tokenizer(info: dict[str, Any], out: Path) -> dict[str, Any]:
             copied[key], info[key] = str(src), name
     info["copied_from"] = copied
     return info
-
-
-ROW_GROUP = 8192  # rows per row group of an id shard (docs/bpe.md: 64k before; 8k lets writing keep up with encoding)
-
-
-def _encoded_batches(tok: Tokenizer, shard: Path, keep: list[str], names: list[str], batch_rows: int,
-                     schema: pa.Schema, workers: int) -> Iterator[tuple[pa.Table, int, int]]:
-    """(batch with its subword and id columns, tokens, unknown tokens) per batch of a text shard, in order;
-    `workers` threads encode batches side by side (the native applier runs without the GIL, and its cache of
-    segmented words is shared), while the caller reads the next batches and compresses and writes."""
-    col = tok.column
-
-    def encode(batch: pa.RecordBatch) -> tuple[pa.Table, int, int]:
-        arrays = {c: batch.column(c) for c in keep}
-        n_tok = unk = 0
-        for s in names:
-            text, ids = tok.encode_arrow(batch.column(col + s))
-            arrays["text" + s], arrays["ids" + s] = text, ids
-            values = to_numpy(ids.values)
-            n_tok += len(values)
-            unk += int(np.count_nonzero(values == UNK_ID))
-        return pa.table(arrays, schema=schema), n_tok, unk
-
-    batches = pq.ParquetFile(shard, pre_buffer=False).iter_batches(
-        batch_size=batch_rows, columns=keep + [col + s for s in names], use_threads=False)  # (threads: more memory)
-    return _in_order(encode, batches, workers)
-
-
-def _in_order(fn: Any, items: Iterator[Any], workers: int) -> Iterator[Any]:
-    """fn(item) for each item, computed by `workers` threads up to 2 * workers items ahead, yielded in order.
-    The items are drawn in the caller's thread; a caller that stops early waits for the running calls."""
-    pending: collections.deque = collections.deque()
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="xlp-bpe") as pool:
-        try:
-            for item in items:
-                pending.append(pool.submit(fn, item))
-                if len(pending) >= 2 * max(1, workers):
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for f in pending:
-                f.cancel()
-
-
-def _apply_shard(tok: Tokenizer, shard: Path, pair: bool, batch_rows: int, dest: Path,
-                 partition: dict[str, str], workers: int = 1) -> tuple[str, int, int, int]:
-    """Write the id shard of one text shard, a row group at a time (the same bytes as write_shard of the whole
-    table, layout.py's key-value metadata with `partition` included). -> (sha256, rows, tokens, unknown tokens)."""
-    keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
-    names = ["1", "2"] if pair else [""]
-    fields = [(c, pa.string()) for c in keep]
-    for s in names:
-        fields += [("text" + s, pa.string()), ("ids" + s, pa.list_(pa.int32()))]
-    schema = pa.schema(fields, metadata=layout.shard_metadata(APPLY_STAGE, [f[0] for f in fields], **partition))
-    pending: list[pa.Table] = []
-    rows = n_tok = unk = 0
-    with artifacts.atomic_path(dest) as tmp, pq.ParquetWriter(tmp, schema, compression=artifacts.PARQUET_COMPRESSION) as w:
-        def write(final: bool) -> None:
-            table = pa.concat_tables(pending) if pending else schema.empty_table()
-            while table.num_rows >= ROW_GROUP or (final and table.num_rows):
-                w.write_table(table.slice(0, ROW_GROUP).combine_chunks(), row_group_size=ROW_GROUP)
-                table = table.slice(ROW_GROUP)
-            pending[:] = [table] if table.num_rows else []
-
-        for table, t, u in _encoded_batches(tok, shard, keep, names, batch_rows, schema, workers):
-            pending.append(table)
-            rows, n_tok, unk = rows + table.num_rows, n_tok + t, unk + u
-            if sum(x.num_rows for x in pending) >= ROW_GROUP:
-                write(False)
-        write(True)
-    pending.clear()
-    _release_memory()
-    return artifacts.sha256_file(dest), rows, n_tok, unk
-
-
-def _release_memory() -> None:
-    """Give freed memory back to the system: Arrow's default pool (mimalloc) and glibc's malloc keep it, and
-    a shard's batches would otherwise stay in the process's RSS for the rest of the run."""
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass

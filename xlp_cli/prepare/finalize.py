@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,8 +34,9 @@ _PAIR = ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]
 class Finalizer:
     def __init__(self, out: Path, *, valid_fraction: float, test_fraction: float, max_valid: int, max_test: int,
                  max_records: int, shard_size: int, dedup: bool = True, seen: HashSet64 | None = None,
-                 overflow_to_train: bool = True):
+                 overflow_to_train: bool = True, sink: Any = None):
         self.out = out
+        self.sink = sink  # given to the shard writers (bpe/alongside.py)
         self.overflow_to_train = overflow_to_train
         self.dedup = dedup
         self.vf = valid_fraction
@@ -104,7 +106,7 @@ class Finalizer:
                 key = (split, group)
                 w = self.writers.get(key)
                 if w is None:
-                    w = self.writers[key] = GroupWriter(self.out, split, group, pair, self.shard_size)
+                    w = self.writers[key] = GroupWriter(self.out, split, group, pair, self.shard_size, self.sink)
                 w.add_table(part)
                 self.per_split[split][group] += len(rows)
 

@@ -46,6 +46,7 @@ from xlp_cli.prepare.splits import folder_ok, split_bytes
 
 STAGE = "prepare"
 _WORK = ".work"
+_STAGED = "ids"  # OUT/.work/ids: the id shards made along the text shards (bpe/alongside.py)
 OWNS = ("train", "valid", "test", _WORK, "bpe", "ids", "downloads")  # what xlp prepare writes in OUT (outdir.py)
 
 
@@ -97,7 +98,12 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         errors = ErrorPolicy(cfg.on_error)
         work = out / _WORK
         loaded = _load_tokenizer_early(cfg, out)
-        stats = _process(cfg, inputs, errors, work, _pipe_config(config))
+        sink = None  # the id shards made along the text shards (bpe/alongside.py)
+        if loaded is not None:
+            from xlp_cli.bpe.alongside import IdsAlongside
+
+            sink = cluster.enter_context(IdsAlongside(loaded, work / _STAGED, cfg.workers))
+        stats = _process(cfg, inputs, errors, work, _pipe_config(config), sink)
         counts, shards, dropped = stats["finalized"]
         dropped.update(stats["dropped"])
         if not shards:
@@ -127,13 +133,14 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         artifacts.write_manifest(out, manifest)
         # the chunk files go while the BPE step runs (~4 ms of unlink each); a run stopped meanwhile leaves
         # them to the rerun, which finds the shards complete and removes them
-        remover = threading.Thread(target=shutil.rmtree, args=(work,), kwargs={"ignore_errors": True}, daemon=True)
+        remover = threading.Thread(target=_remove_chunks, args=(work,), daemon=True)
         remover.start()
         try:
             if cfg.bpe_codes or cfg.bpe_from:
-                manifest = _bpe_steps(cfg, out, manifest, loaded)
+                manifest = _bpe_steps(cfg, out, manifest, loaded, sink)
         finally:
             remover.join()
+        shutil.rmtree(work, ignore_errors=True)
     result = summary(manifest, out, time.time() - t0)
     result["status"] = "resumed and finished" if stats["resumed"] else "done"
     return result
@@ -210,8 +217,9 @@ def _engine(cfg: PrepareConfig, work: Path, opts: SourceOptions, size: int, init
 
 
 def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: Path,
-             pipe_config: dict[str, Any]) -> dict[str, Any]:
-    """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order.
+             pipe_config: dict[str, Any], sink: Any = None) -> dict[str, Any]:
+    """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order (`sink`:
+    given every row group of the text shards, bpe/alongside.py).
     Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
     from xlp_cli.prepare.sources import plan_splits, read_split
 
@@ -238,7 +246,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
         fin = Finalizer(work.parent, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction,
                         max_valid=cfg.max_valid, max_test=cfg.max_test, max_records=cfg.max_records,
                         shard_size=cfg.shard_size, dedup=cfg.dedup, seen=engine.hash_set(),
-                        overflow_to_train=cfg.split_by == "pair")
+                        overflow_to_train=cfg.split_by == "pair", sink=sink)
         sizes = [split_bytes(split) for split in plan]
         read = [0] * len(plan)  # input bytes consumed per split (the reader's position; all of it at its tail)
         with progress(sum(sizes)) as bar:
@@ -286,6 +294,13 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 
 
 # ---------------------------------------------------------------- BPE sub-steps
+def _remove_chunks(work: Path) -> None:
+    """Everything in the work folder but the id shards staged by bpe/alongside.py (apply is moving them)."""
+    for p in work.iterdir() if work.is_dir() else ():
+        if p.name != _STAGED:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
 def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
     """With --bpe-from (local engine): `bpe.run.load_early`'s future of the codes and dictionary, read in a thread
     while the text is processed (natively, without the GIL); their problem is raised when the BPE step starts,
@@ -302,7 +317,8 @@ def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
                                              codes=None if src.is_dir() else src))
 
 
-def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: Any = None) -> dict[str, Any]:
+def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: Any = None,
+               made: Any = None) -> dict[str, Any]:
     try:
         from xlp_cli.bpe import run as bpe_run
         from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -327,7 +343,7 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: 
         from xlp_cli.bpe.ray_apply import runner as ray_runner
 
         runner = ray_runner(cfg.ray_address)
-    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded)
+    bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded, made)
     manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
     artifacts.write_manifest(out, manifest)
     return manifest

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,8 +31,9 @@ ROW_GROUP = 4096  # rows per Parquet row group
 class GroupWriter:
     """The shards of one (split, language or pair) folder."""
 
-    def __init__(self, out: Path, split: str, group: str, pair: bool, shard_size: int):
+    def __init__(self, out: Path, split: str, group: str, pair: bool, shard_size: int, sink: Any = None):
         self.out = out
+        self.sink = sink  # bpe/alongside.py's IdsAlongside: each row group written, each shard completed
         self.folder = out / split / group
         schema = PAIR_SCHEMA if pair else MONO_SCHEMA
         self.schema = schema.with_metadata(layout.shard_metadata("prepare", schema.names, split=split,
@@ -49,6 +51,9 @@ class GroupWriter:
 
     def _path(self) -> Path:
         return self.folder / f"part-{self.index:05d}.parquet"
+
+    def _rel(self) -> str:
+        return self._path().relative_to(self.out).as_posix()
 
     def add_table(self, table: pa.Table) -> None:
         table = table.cast(self.schema) if table.schema != self.schema else table
@@ -90,7 +95,10 @@ class GroupWriter:
                 layout.honour_umask(self.tmp)
                 self.writer = pq.ParquetWriter(self.tmp, self.schema, compression=artifacts.PARQUET_COMPRESSION)
         if self.writer is not None:
-            self.writer.write_table(head.combine_chunks(), row_group_size=ROW_GROUP)
+            head = head.combine_chunks()
+            self.writer.write_table(head, row_group_size=ROW_GROUP)
+            if self.sink is not None:
+                self.sink.rows(self._rel(), head)
 
     def _close_shard(self) -> None:
         if self.pending_rows:
@@ -108,6 +116,8 @@ class GroupWriter:
                 raise err from None
             os.replace(self.tmp, path)  # type: ignore[arg-type]
             self.writer, self.tmp = None, None
+            if self.sink is not None:
+                self.sink.close(self._rel())
         elif self.existing:
             found = pq.ParquetFile(path).metadata.num_rows
             if found != self.rows_in_shard:
@@ -125,6 +135,8 @@ class GroupWriter:
             self._close_shard()
 
     def abort(self) -> None:
+        if self.sink is not None:
+            self.sink.drop(self._rel())
         if self.writer is not None:
             try:
                 self.writer.close()
