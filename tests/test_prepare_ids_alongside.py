@@ -116,3 +116,19 @@ def test_a_shard_that_cannot_be_made_alongside_is_made_by_apply(tmp_path, monkey
     assert r.exit_code == 0, r.stderr
     assert usual == ["train/de/part-00000.parquet"]
     _same_as_bpe_apply(tmp_path, out, inputs)
+
+
+def test_worker_processes_make_the_same_ids_the_usual_way(tmp_path, monkeypatch):
+    """With worker processes (forked as the text step starts) nothing runs alongside: apply makes every id shard,
+    the same bytes as with worker threads."""
+    if not (XLM / "codes_xnli_15").is_file():
+        pytest.skip(f"XLM's codes not found under {XLM}")
+    files = _sentences(tmp_path, (("de", 12000),))
+    inputs = ["--source", "text", "--lang", "de", *map(str, files)]
+    bpe = ["--bpe-from", XLM / "codes_xnli_15"]
+    assert run_cli("prepare", "--out", tmp_path / "t", *inputs, *XLM_ARGS, *bpe).exit_code == 0
+    usual = _made_usual_way(monkeypatch)
+    r = run_cli("prepare", "--out", tmp_path / "p", *inputs, *XLM_ARGS, *bpe, "--worker-mode", "processes")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(usual) == sorted(_hashes(tmp_path / "p-ids")) and len(usual) >= 3
+    assert _hashes(tmp_path / "p-ids") == _hashes(tmp_path / "t-ids")

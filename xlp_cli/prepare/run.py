@@ -302,10 +302,10 @@ def _remove_chunks(work: Path) -> None:
 
 
 def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
-    """With --bpe-from (local engine): `bpe.run.load_early`'s future of the codes and dictionary, read in a thread
-    while the text is processed (natively, without the GIL); their problem is raised when the BPE step starts,
-    as before. Else None."""
-    if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local":
+    """With --bpe-from (local engine, worker threads): `bpe.run.load_early`'s future of the codes and dictionary,
+    read in a thread while the text is processed (natively, without the GIL); their problem is raised when the BPE
+    step starts, as before. Else None (worker processes are forked as the text step starts: no thread runs then)."""
+    if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local" or not cfg.uses_threads():
         return None
     try:
         from xlp_cli.bpe import run as bpe_run
