@@ -96,7 +96,7 @@ def test_xlp_process_does_not_load_pandas_but_can_still_convert(tmp_path):
 def test_native_record_hashes_equal_the_python_ones():
     """Record ids (sha1) and content hashes (blake2b-128) of the native path equal `record_id` and
     `content_hashes` for texts of every length around the hash block sizes, one source/language per chunk or
-    several (the Python path)."""
+    several (the Python path), with and without the SHA-NI block function."""
     from xlp_cli.prepare import process
 
     rng = np.random.default_rng(5)
@@ -109,6 +109,12 @@ def test_native_record_hashes_equal_the_python_ones():
         assert ids == [process.record_id(t[3], t[1], t[2]) for t in tasks]
         hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2).tolist()
         assert hu == [list(process.content_hashes(f"{t[1]}\x00{t[2]}")) for t in tasks]
+    # SHA-1 runs on the CPU's SHA extensions where it has them; the portable code gives the same digests
+    from xlp_cli.text.native import module
+
+    for portable in (False, True):
+        ids, _ = module().record_hashes("text\x00en\x00", "en\x00", texts, portable)
+        assert ids.decode() == "".join(process.record_id("text", "en", t) for t in texts), portable
 
 
 def test_native_length_filter_equals_the_python_one():

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 namespace xlp {
 namespace {
@@ -56,22 +60,68 @@ void sha1_block(uint32_t h[5], const unsigned char *p) {
     h[0] += A; h[1] += B; h[2] += C; h[3] += D; h[4] += E;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// The same block function with the x86 SHA extensions (Intel SHA-NI: 4 rounds per instruction), used when the CPU
+// has them. Lanes hold the state words in reverse order (A in lane 3) and message words big-endian, so each
+// 16-byte group of the block is byte-reversed as a whole. W[16..79] are made in place: four registers hold
+// W[4g..4g+3] for the groups g, g+1, g+2, g+3; group t's words start as group t-4's and get sha1msg1 with group
+// t-3's, xor with group t-2's and sha1msg2 with group t-1's, as those groups are consumed.
+__attribute__((target("sha,sse4.1,ssse3"))) void sha1_block_ni(uint32_t h[5], const unsigned char *p) {
+    const __m128i reverse = _mm_set_epi64x(0x0001020304050607ll, 0x08090a0b0c0d0e0fll);
+    __m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(h)), 0x1B);
+    const __m128i abcd0 = abcd, e0 = _mm_set_epi32(int(h[4]), 0, 0, 0);
+    __m128i msg[4];
+    for (int i = 0; i < 4; ++i)
+        msg[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16 * i)), reverse);
+    __m128i prev = abcd, e = _mm_add_epi32(e0, msg[0]);
+    for (int g = 0; g < 20; ++g) {
+        if (g > 0) e = _mm_sha1nexte_epu32(prev, msg[g % 4]);
+        prev = abcd;
+        const __m128i w = msg[g % 4];
+        if (g + 1 >= 4 && g + 1 < 20) msg[(g + 1) % 4] = _mm_sha1msg2_epu32(msg[(g + 1) % 4], w);
+        switch (g / 5) {  // (the round function is an immediate)
+            case 0: abcd = _mm_sha1rnds4_epu32(abcd, e, 0); break;
+            case 1: abcd = _mm_sha1rnds4_epu32(abcd, e, 1); break;
+            case 2: abcd = _mm_sha1rnds4_epu32(abcd, e, 2); break;
+            default: abcd = _mm_sha1rnds4_epu32(abcd, e, 3); break;
+        }
+        if (g + 2 >= 4 && g + 2 < 20) msg[(g + 2) % 4] = _mm_xor_si128(msg[(g + 2) % 4], w);
+        if (g + 3 >= 4 && g + 3 < 20) msg[(g + 3) % 4] = _mm_sha1msg1_epu32(msg[(g + 3) % 4], w);
+    }
+    e = _mm_sha1nexte_epu32(prev, e0);
+    abcd = _mm_shuffle_epi32(_mm_add_epi32(abcd, abcd0), 0x1B);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(h), abcd);
+    h[4] = uint32_t(_mm_extract_epi32(e, 3));
+}
+
+bool cpu_has_sha_ni() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSE4_1) || !(c & bit_SSSE3)) return false;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+}
+#else
+void sha1_block_ni(uint32_t[5], const unsigned char *) {}
+bool cpu_has_sha_ni() { return false; }
+#endif
+
 // The first 8 bytes of SHA-1 of a + b.
-void sha1_head(const std::string &a, const char *b, size_t nb, unsigned char out[8]) {
+void sha1_head(const std::string &a, const char *b, size_t nb, unsigned char out[8], bool portable) {
     uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
     const uint64_t bits = uint64_t(a.size() + nb) * 8;
-    blocks<64>(a, b, nb, [&](const unsigned char *p) { sha1_block(h, p); },
+    static const bool ni = cpu_has_sha_ni();
+    auto block = ni && !portable ? sha1_block_ni : sha1_block;
+    blocks<64>(a, b, nb, [&](const unsigned char *p) { block(h, p); },
                [&](unsigned char *buf, size_t have) {
-                   if (have == 64) { sha1_block(h, buf); have = 0; }
+                   if (have == 64) { block(h, buf); have = 0; }
                    buf[have++] = 0x80;
                    if (have > 56) {
                        memset(buf + have, 0, 64 - have);
-                       sha1_block(h, buf);
+                       block(h, buf);
                        have = 0;
                    }
                    memset(buf + have, 0, 56 - have);
                    for (int i = 0; i < 8; ++i) buf[56 + i] = (bits >> (8 * (7 - i))) & 0xFF;
-                   sha1_block(h, buf);
+                   block(h, buf);
                });
     for (int i = 0; i < 8; ++i) out[i] = (h[i / 4] >> (24 - 8 * (i % 4))) & 0xFF;
 }
@@ -132,13 +182,14 @@ void blake2b_16(const std::string &a, const char *b, size_t nb, unsigned char ou
 }  // namespace
 
 void record_hashes(const std::string &id_prefix, const std::string &hash_prefix,
-                   const std::vector<std::pair<const char *, size_t>> &texts, std::string &ids, std::string &digests) {
+                   const std::vector<std::pair<const char *, size_t>> &texts, std::string &ids, std::string &digests,
+                   bool portable) {
     static const char kHex[] = "0123456789abcdef";
     ids.resize(texts.size() * 16);
     digests.resize(texts.size() * 16);
     for (size_t i = 0; i < texts.size(); ++i) {
         unsigned char head[8];
-        sha1_head(id_prefix, texts[i].first, texts[i].second, head);
+        sha1_head(id_prefix, texts[i].first, texts[i].second, head, portable);
         for (int k = 0; k < 8; ++k) {
             ids[16 * i + 2 * k] = kHex[head[k] >> 4];
             ids[16 * i + 2 * k + 1] = kHex[head[k] & 15];

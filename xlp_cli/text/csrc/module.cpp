@@ -296,7 +296,8 @@ PyObject *py_record_hashes(PyObject *, PyObject *args) {
     const char *ip, *hp;
     Py_ssize_t ni, nh;
     PyObject *seq;
-    if (!PyArg_ParseTuple(args, "s#s#O", &ip, &ni, &hp, &nh, &seq)) return nullptr;
+    int portable = 0;
+    if (!PyArg_ParseTuple(args, "s#s#O|p", &ip, &ni, &hp, &nh, &seq, &portable)) return nullptr;
     PyObject *fast = PySequence_Fast(seq, "record_hashes() needs a list of str");
     if (!fast) return nullptr;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
@@ -308,7 +309,7 @@ PyObject *py_record_hashes(PyObject *, PyObject *args) {
         texts[size_t(i)] = {p, size_t(len)};
     }
     std::string id_prefix(ip, size_t(ni)), hash_prefix(hp, size_t(nh)), ids, digests;
-    Py_BEGIN_ALLOW_THREADS xlp::record_hashes(id_prefix, hash_prefix, texts, ids, digests);
+    Py_BEGIN_ALLOW_THREADS xlp::record_hashes(id_prefix, hash_prefix, texts, ids, digests, portable);
     Py_END_ALLOW_THREADS
     Py_DECREF(fast);
     return Py_BuildValue("(y#y#)", ids.data(), Py_ssize_t(ids.size()), digests.data(), Py_ssize_t(digests.size()));
@@ -363,15 +364,14 @@ PyObject *py_length_problems(PyObject *, PyObject *args) {
 
 PyMethodDef module_methods[] = {
     {"xlm_vocab", xlp::py_xlm_vocab, METH_VARARGS, "xlm_vocab(data, specials) -> (tokens, counts, skipped, dict.txt) | None"},
-    {"normalize", py_normalize, METH_VARARGS,
-     "replace-unicode-punctuation.perl | normalize-punctuation.perl -l LANG on one line"},
+    {"normalize", py_normalize, METH_VARARGS, "replace-unicode-punctuation.perl | normalize-punctuation.perl -l LANG"},
     {"remove_non_printing", py_remove_non_printing, METH_O, "remove-non-printing-char.perl on one line"},
     {"lowercase", py_lowercase, METH_VARARGS, "lowercase(text, 'xlm'|'safe'|'lower')"},
     {"check_lines", py_check_lines, METH_VARARGS, "check_lines(block, max_line=0) -> [(line index, problem)]"},
     {"length_problems", py_length_problems, METH_VARARGS,
      "length_problems(texts, min_tokens, max_tokens) -> bytes: 0 keep, 1 empty, 2 too short, 3 too long"},
     {"record_hashes", py_record_hashes, METH_VARARGS,
-     "record_hashes(id_prefix, hash_prefix, texts) -> (16 hex digits of sha1 per text, 16 bytes of blake2b per text)"},
+     "record_hashes(id_prefix, hash_prefix, texts, portable=False) -> (16 hex digits of sha1, 16 bytes of blake2b per text)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", "xlp's native text pipeline (Moses, XLM).", -1,

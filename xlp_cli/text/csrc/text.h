@@ -116,6 +116,7 @@ void collapse_spaces(U32 &s);
 // ------------------------------------------------------------------ record ids and hashes (hashes.cpp)
 // For each text: 16 hex digits of sha1(id_prefix + text) into `ids`, blake2b-128(hash_prefix + text) into `digests`.
 void record_hashes(const std::string &id_prefix, const std::string &hash_prefix,
-                   const std::vector<std::pair<const char *, size_t>> &texts, std::string &ids, std::string &digests);
+                   const std::vector<std::pair<const char *, size_t>> &texts, std::string &ids, std::string &digests,
+                   bool portable = false);  // portable: never the SHA-NI path (tests)
 
 }  // namespace xlp
