@@ -6,7 +6,6 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace xlpbpe {
@@ -81,6 +80,53 @@ private:
     size_t mask_ = 0;
 };
 
+// Merge pair (left id << 32 | right id) -> its rank and merged id: open addressing over one flat array (the
+// std::unordered_map this replaces cost a cache miss per lookup, the hottest part of segmenting new words).
+class PairTable {
+public:
+    struct Entry {
+        uint64_t key;
+        uint32_t rank, merged;
+    };
+    size_t size() const { return n_; }
+    const Entry *find(uint64_t k) const {
+        if (slots_.empty()) return nullptr;
+        for (size_t i = mix(k) & mask_;; i = (i + 1) & mask_) {
+            if (slots_[i].key == k) return &slots_[i];
+            if (slots_[i].key == kEmptyKey) return nullptr;
+        }
+    }
+    bool insert(uint64_t k, uint32_t rank, uint32_t merged) {  // false (nothing changed) if k is there
+        if ((n_ + 1) * 2 > slots_.size()) grow();
+        for (size_t i = mix(k) & mask_;; i = (i + 1) & mask_) {
+            if (slots_[i].key == k) return false;
+            if (slots_[i].key == kEmptyKey) {
+                slots_[i] = {k, rank, merged};
+                ++n_;
+                return true;
+            }
+        }
+    }
+
+private:
+    static constexpr uint64_t kEmptyKey = ~uint64_t(0);  // (kNone, kNone): no merge has it
+    static size_t mix(uint64_t k) {
+        k ^= k >> 33;
+        k *= 0xFF51AFD7ED558CCDull;
+        return size_t(k ^ (k >> 33));
+    }
+    void grow() {
+        std::vector<Entry> old(std::max<size_t>(64, slots_.size() * 2), Entry{kEmptyKey, 0, 0});
+        old.swap(slots_);
+        mask_ = slots_.size() - 1;
+        n_ = 0;
+        for (const Entry &e : old)
+            if (e.key != kEmptyKey) insert(e.key, e.rank, e.merged);
+    }
+    std::vector<Entry> slots_;
+    size_t mask_ = 0, n_ = 0;
+};
+
 // Merge codes (+ vocab) as fastBPE reads them; `apply` is fastBPE's process_bpe for one word.
 class Model {
 public:
@@ -102,7 +148,7 @@ private:
 
     StrTable id_;  // symbol strings
     std::vector<std::pair<uint32_t, uint32_t>> parts_;                // id -> the pair it was merged from
-    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> rank_;  // pair -> (rank, merged id)
+    PairTable rank_;  // pair -> (rank, merged id)
     StrTable vocab_;
     std::vector<size_t> vocab_lines_;  // line of each vocab token
     std::vector<bool> cont_, final_;   // vocab holds "x@@" / "x" (x without "</w>")

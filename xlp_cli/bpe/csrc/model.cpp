@@ -105,12 +105,13 @@ std::string Model::apply(const char *w, size_t n) const {
     while (ids.size() > 1) {
         uint32_t best_rank = kNone;
         size_t best = 0;
+        uint32_t ab = kNone;
         for (size_t i = 0; i + 1 < ids.size(); ++i) {
-            auto it = rank_.find(key(ids[i], ids[i + 1]));
-            if (it != rank_.end() && it->second.first < best_rank) { best_rank = it->second.first; best = i; }
+            const PairTable::Entry *e = rank_.find(key(ids[i], ids[i + 1]));
+            if (e && e->rank < best_rank) { best_rank = e->rank; best = i; ab = e->merged; }
         }
         if (best_rank == kNone) break;
-        const uint32_t a = ids[best], b = ids[best + 1], ab = rank_.at(key(a, b)).second;
+        const uint32_t a = ids[best], b = ids[best + 1];
         next.clear();
         bool just = false;
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -193,15 +194,15 @@ void Model::read_codes(const std::string &path) {
     std::string ab_text;
     for_lines(text, path, 3, "not a fastBPE codes line ('left right count')", [&](size_t n, const std::vector<std::string_view> &p) {
         uint32_t a = intern(p[0]), b = intern(p[1]);
-        if (rank_.count(key(a, b))) fail(path, n, "merge '" + std::string(p[0]) + " " + std::string(p[1]) + "' appears twice");
+        if (rank_.find(key(a, b))) fail(path, n, "merge '" + std::string(p[0]) + " " + std::string(p[1]) + "' appears twice");
         ab_text.assign(p[0].data(), p[0].size());
         ab_text.append(p[1].data(), p[1].size());
         uint32_t ab = intern(ab_text);
         if (parts_[ab].first != kNone) fail(path, n, "two merges produce the same symbol '" + ab_text + "'");
         parts_[ab] = {a, b};
-        rank_[key(a, b)] = {uint32_t(rank_.size()), ab};
+        rank_.insert(key(a, b), uint32_t(rank_.size()), ab);
     });
-    if (rank_.empty()) throw std::invalid_argument(path + ": empty codes file");
+    if (rank_.size() == 0) throw std::invalid_argument(path + ": empty codes file");
 }
 
 }  // namespace xlpbpe
