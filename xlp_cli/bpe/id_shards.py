@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,6 +21,7 @@ from xlp_cli import artifacts, layout
 from xlp_cli.arrow_numpy import to_numpy
 from xlp_cli.bpe.dictionary import UNK_ID
 from xlp_cli.bpe.tokenizer import Tokenizer
+from xlp_cli.staged_parquet import StagedParquet, guarded
 
 APPLY_STAGE = "bpe-apply"
 ROW_GROUP = 8192  # rows per row group (64k before: 8k lets the writing keep up with the encoding threads)
@@ -42,8 +41,7 @@ class IdShardWriter:
         self.schema = pa.schema(fields, metadata=layout.shard_metadata(APPLY_STAGE, [f[0] for f in fields], **partition))
         self.pending: list[pa.Table] = []
         self.rows = self.n_tok = self.unk = 0
-        self.tmp: Path | None = None
-        self.writer: pq.ParquetWriter | None = None
+        self.file: StagedParquet | None = None
 
     def columns(self, tok: Tokenizer) -> list[str]:
         """What `encode` reads of a text shard."""
@@ -69,52 +67,29 @@ class IdShardWriter:
             self._write(False)
 
     def _write(self, final: bool) -> None:
-        try:
-            if self.writer is None:
-                self.dest.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{self.dest.name}.", suffix=".tmp", dir=self.dest.parent)
-                os.close(fd)
-                self.tmp = Path(tmp)
-                layout.honour_umask(self.tmp)
-                self.writer = pq.ParquetWriter(self.tmp, self.schema, compression=artifacts.PARQUET_COMPRESSION)
-            table = pa.concat_tables(self.pending) if self.pending else self.schema.empty_table()
-            while table.num_rows >= ROW_GROUP or (final and table.num_rows):
-                self.writer.write_table(table.slice(0, ROW_GROUP).combine_chunks(), row_group_size=ROW_GROUP)
-                table = table.slice(ROW_GROUP)
-            self.pending[:] = [table] if table.num_rows else []
-        except Exception as e:
-            self.abort()
-            err = artifacts.write_failed(e, self.dest)
-            if err is None:
-                raise
-            raise err from None
+        guarded(self.dest, lambda: self._write_groups(final), self.abort)
+
+    def _write_groups(self, final: bool) -> None:
+        if self.file is None:
+            self.file = StagedParquet(self.dest, self.schema)
+        table = pa.concat_tables(self.pending) if self.pending else self.schema.empty_table()
+        while table.num_rows >= ROW_GROUP or (final and table.num_rows):
+            self.file.write(table.slice(0, ROW_GROUP).combine_chunks(), ROW_GROUP)
+            table = table.slice(ROW_GROUP)
+        self.pending[:] = [table] if table.num_rows else []
 
     def close(self) -> tuple[str, int, int, int]:
         self._write(True)
-        try:
-            self.writer.close()  # type: ignore[union-attr]
-            os.replace(self.tmp, self.dest)  # type: ignore[arg-type]
-        except Exception as e:
-            self.abort()
-            err = artifacts.write_failed(e, self.dest)
-            if err is None:
-                raise
-            raise err from None
-        self.writer = self.tmp = None
+        guarded(self.dest, self.file.commit, self.abort)  # type: ignore[union-attr]
+        self.file = None
         self.pending.clear()
         return artifacts.sha256_file(self.dest), self.rows, self.n_tok, self.unk
 
     def abort(self) -> None:
         """Remove the temporary file (the id shard is not written)."""
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            except Exception:  # noqa: BLE001 - the temp file goes anyway
-                pass
-            self.writer = None
-        if self.tmp is not None and self.tmp.exists():
-            self.tmp.unlink()
-        self.tmp = None
+        if self.file is not None:
+            self.file.discard()
+            self.file = None
         self.pending.clear()
 
 

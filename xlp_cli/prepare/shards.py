@@ -10,8 +10,6 @@ rewritten, only checked and hashed.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pyarrow.parquet as pq
 
 from xlp_cli import artifacts, layout
 from xlp_cli.errors import WorkFailed
+from xlp_cli.staged_parquet import StagedParquet, guarded
 
 MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", pa.string()),
                          ("raw", pa.string()), ("text", pa.string())])
@@ -43,8 +42,7 @@ class GroupWriter:
         self.rows_in_shard = 0  # rows given to the current shard (written or pending)
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
-        self.writer: pq.ParquetWriter | None = None
-        self.tmp: Path | None = None
+        self.file: StagedParquet | None = None  # the shard being written
         self.existing: bool | None = None  # current shard already on disk (None: not checked yet)
         self.done: dict[str, dict[str, int | str]] = {}  # relative path -> {sha256, rows, bytes}
         self.rows = 0
@@ -70,14 +68,8 @@ class GroupWriter:
                 self._close_shard()
 
     def _write_rows(self, n: int) -> None:
-        try:
-            self._write_rows_(n)
-        except Exception as e:  # a full disk or a read-only folder is the user's to fix: one line naming the shard
-            err = artifacts.write_failed(e, self._path())
-            if err is None:
-                raise
-            self.abort()
-            raise err from None
+        # a full disk or a read-only folder is the user's to fix: one line naming the shard
+        guarded(self._path(), lambda: self._write_rows_(n), self.abort)
 
     def _write_rows_(self, n: int) -> None:
         """Write the first `n` pending rows as one row group."""
@@ -88,15 +80,10 @@ class GroupWriter:
         if self.existing is None:
             self.existing = self._path().exists()  # finished by an interrupted run of the same config
             if not self.existing:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{self._path().name}.", suffix=".tmp", dir=self.folder)
-                os.close(fd)
-                self.tmp = Path(tmp)
-                layout.honour_umask(self.tmp)
-                self.writer = pq.ParquetWriter(self.tmp, self.schema, compression=artifacts.PARQUET_COMPRESSION)
-        if self.writer is not None:
+                self.file = StagedParquet(self._path(), self.schema)
+        if self.file is not None:
             head = head.combine_chunks()
-            self.writer.write_table(head, row_group_size=ROW_GROUP)
+            self.file.write(head, ROW_GROUP)
             if self.sink is not None:
                 self.sink.rows(self._rel(), head)
 
@@ -104,18 +91,9 @@ class GroupWriter:
         if self.pending_rows:
             self._write_rows(self.pending_rows)
         path = self._path()
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            except Exception as e:
-                err = artifacts.write_failed(e, path)
-                if err is None:
-                    raise
-                self.writer = None
-                self.abort()
-                raise err from None
-            os.replace(self.tmp, path)  # type: ignore[arg-type]
-            self.writer, self.tmp = None, None
+        if self.file is not None:
+            guarded(path, self.file.commit, self.abort)
+            self.file = None
             if self.sink is not None:
                 self.sink.close(self._rel())
         elif self.existing:
@@ -137,12 +115,6 @@ class GroupWriter:
     def abort(self) -> None:
         if self.sink is not None:
             self.sink.drop(self._rel())
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            except Exception:  # noqa: BLE001 - the temp file goes anyway
-                pass
-            self.writer = None
-        if self.tmp is not None and self.tmp.exists():
-            self.tmp.unlink()
-        self.tmp = None
+        if self.file is not None:
+            self.file.discard()
+            self.file = None
