@@ -107,8 +107,11 @@ class IdsAlongside:
             found = made.result()
         except Exception:  # noqa: BLE001 - made the usual way
             return None
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self.staging / rel, dest)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.staging / rel, dest)
+        except OSError:  # (another file system, say): made the usual way
+            return None
         return found
 
     def shutdown(self) -> None:
