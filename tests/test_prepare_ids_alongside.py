@@ -132,3 +132,21 @@ def test_worker_processes_make_the_same_ids_the_usual_way(tmp_path, monkeypatch)
     assert r.exit_code == 0, r.stderr
     assert sorted(usual) == sorted(_hashes(tmp_path / "p-ids")) and len(usual) >= 3
     assert _hashes(tmp_path / "p-ids") == _hashes(tmp_path / "t-ids")
+
+
+def test_ids_made_alongside_with_a_sentencepiece_learn_folder(tmp_path, monkeypatch):
+    """`--bpe-from` an `xlp bpe learn --tokenizer sentencepiece` folder: its id shards (from the `raw` column) are
+    made along the text too, the bytes `xlp bpe apply` writes."""
+    files = _sentences(tmp_path, (("de", 12000),))
+    inputs = ["--source", "text", "--lang", "de", *map(str, files), "--shard-size", "5000"]
+    assert run_cli("prepare", "--out", tmp_path / "plain", *inputs).exit_code == 0
+    r = run_cli("bpe", "learn", "--data", tmp_path / "plain", "--out", tmp_path / "spm", "--tokenizer", "sentencepiece",
+                "--spm-vocab-size", "2000")
+    assert r.exit_code == 0, r.stderr
+    usual = _made_usual_way(monkeypatch)
+    r = run_cli("prepare", "--out", tmp_path / "p", *inputs, "--bpe-from", tmp_path / "spm")
+    assert r.exit_code == 0, r.stderr
+    assert usual == []
+    r = run_cli("bpe", "apply", "--data", tmp_path / "plain", "--data", tmp_path / "spm", "--out", tmp_path / "apply")
+    assert r.exit_code == 0, r.stderr
+    assert _hashes(tmp_path / "p-ids") == _hashes(tmp_path / "apply") and len(_hashes(tmp_path / "apply")) >= 3

@@ -333,9 +333,11 @@ def _manifest_facts(inputs: list[Path]) -> Any:
 def _remove_chunks(work: Path) -> None:
     """Everything in the work folder but the id shards staged by bpe/alongside.py (apply is moving them)."""
     for p in work.iterdir() if work.is_dir() else ():
-        if p.is_dir() and p.name != _STAGED:
+        if p.name == _STAGED:
+            continue
+        if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
-        elif not p.is_dir():
+        else:
             with contextlib.suppress(OSError):  # (what is left goes with the folder at the end, or on the rerun)
                 p.unlink()
 
