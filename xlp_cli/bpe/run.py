@@ -254,6 +254,7 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
     jobs = [(shard, f.pair, cfg.batch_rows, out / rel, layout.partition_of(rel))
             for f, shard, rel in entries if not (out / rel).is_file()]  # resume: the others are complete
     todo = {job[3] for job in jobs}
+
     def local(tok: Tokenizer, _info: Any, _out: Path, jobs: list) -> Iterator[tuple[str, int, int, int]]:
         for job in jobs:
             found = made.take(job[3].relative_to(out).as_posix(), job[3]) if made is not None else None
