@@ -280,13 +280,14 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
             unks += u
             bar.advance(task)
 
-    info = dict(info, dict="dict.txt", dict_sha256=artifacts.sha256_file(out / "dict.txt"))  # all relative to IDS
+    dict_sha = artifacts.sha256_file(out / "dict.txt")
+    info = dict(info, dict="dict.txt", dict_sha256=dict_sha)  # all relative to IDS
     total_tokens = sum(v for s in tokens.values() for v in s.values())
     summary = {"out": str(out), "tokenizer": tok.kind, "dictionary_size": len(tok.dico), "shards": len(shards_out),
                "sentences": sum(v for s in counts.values() for v in s.values()), "tokens": total_tokens,
                "unk_rate": round(unks / total_tokens, 6) if total_tokens else 0.0, "seconds": round(time.time() - t0, 2)}
     manifest = artifacts.new_manifest(
-        APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=artifacts.sha256_file(out / "dict.txt"),
+        APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=dict_sha,
         counts=counts, tokens=tokens, outputs={"shards": shards_out}, summary=summary, complete=True,
         upstream=[_upstream(p, m) for p, m in preps] + ups, text_config=prep_text,
         dictionary_layout=layout.dictionary_layout(),
