@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 os.environ.setdefault("XLP_QUIET", "1")
 
-from xlp_cli.config import from_dict  # noqa: E402
+from xlp_cli.core.config import from_dict  # noqa: E402
 from xlp_cli.train.config import PretrainConfig  # noqa: E402
 from xlp_cli.train.pretrain import run  # noqa: E402
 

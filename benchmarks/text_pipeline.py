@@ -244,7 +244,7 @@ def main() -> None:
         CWD = args.xlp_root.resolve()
         if not (CWD / "xlp_cli").is_dir():
             raise SystemExit(f"--xlp-root {args.xlp_root}: no xlp_cli/ there")
-        main_mod = "xlp_cli" if (CWD / "xlp_cli" / "__main__.py").is_file() else "xlp_cli.cli"  # (older trees)
+        main_mod = "xlp_cli" if (CWD / "xlp_cli" / "__main__.py").is_file() else "xlp_cli.cli.app"  # (older trees)
         XLP = f"{PY} -m {main_mod}"
     for p in (TOK / "tokenizer.perl", LOWER, CODES, VOCAB):
         if not p.is_file():

@@ -27,7 +27,7 @@ def run_cli(*args: str, input: str | None = None):
     """Invoke the real `xlp` Typer app in-process; returns click's Result (exit_code, stdout, stderr)."""
     from typer.testing import CliRunner
 
-    from xlp_cli.cli import app
+    from xlp_cli.cli.app import app
 
     runner = CliRunner()
     return runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xlp_cli.config import from_dict
+from xlp_cli.core.config import from_dict
 
 LANGS = ("en", "fr")
 CV_FILES = {"en": "en.sentence-collector.txt.gz", "fr": "fr.issue2259_deleted_export_readd_fixed.txt.gz"}

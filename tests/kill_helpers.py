@@ -14,7 +14,7 @@ from conftest import REPO
 
 def start_xlp(*args: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
     """`xlp ARGS` in its own session (so that killing its group kills its local workers too)."""
-    return subprocess.Popen([sys.executable, "-c", "from xlp_cli.cli import main; main()", *map(str, args)],
+    return subprocess.Popen([sys.executable, "-c", "from xlp_cli.cli.app import main; main()", *map(str, args)],
                             cwd=REPO, env={**os.environ, "XLP_QUIET": "1"}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=stderr, text=True)
 

@@ -40,8 +40,9 @@ def test_no_code_outside_the_encodings_compares_an_encoding_name() -> None:
 
 
 def test_one_stage_table_drives_the_cli_and_the_recipes() -> None:
-    from xlp_cli import recipes, stages
-    from xlp_cli.cli import app
+    from xlp_cli.recipes import run as recipes
+    from xlp_cli import stages
+    from xlp_cli.cli.app import app
 
     top = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
     assert top == {s.command[0] for s in stages.STAGES.values()}
@@ -56,7 +57,7 @@ def test_every_task_config_is_one_class_and_flags_do_not_cross_tasks() -> None:
     assert set(EVALUATE.classes()) == {n for n, s in tasks.TASKS.items() if s.evaluate}
     import pytest
 
-    from xlp_cli.errors import BadInput
+    from xlp_cli.core.errors import BadInput
 
     with pytest.raises(BadInput, match="'max-tokens' does not apply to --task xnli"):
         FINETUNE.build({"task": "xnli", "data": ["x"], "max-tokens": 100})

@@ -22,8 +22,8 @@ from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import N_SPECIALS, SPECIALS, UNK_ID, Dictionary, _native_read
 from xlp_cli.bpe.run import apply, learn
-from xlp_cli.commands import stage_command
-from xlp_cli.errors import BadInput
+from xlp_cli.cli.commands import stage_command
+from xlp_cli.core.errors import BadInput
 
 FIX = Path(__file__).parent / "fixtures" / "bpe"
 XLM = artifacts.data_dir() / "xlm_bpe_xnli15"

@@ -15,9 +15,10 @@ import sys
 import pytest
 import typer
 
-from xlp_cli import stages, ui
-from xlp_cli.cli import app
-from xlp_cli.commands import example_text
+from xlp_cli import stages
+from xlp_cli.core import ui
+from xlp_cli.cli.app import app
+from xlp_cli.cli.commands import example_text
 
 from readme_check import check
 
@@ -144,7 +145,7 @@ def test_recipe_key_mistake_names_its_line(cli, tmp_path):
 
 
 def test_language_codes_are_normalised():
-    from xlp_cli.config import from_dict
+    from xlp_cli.core.config import from_dict
     from xlp_cli.prepare.config import PrepareConfig
 
     cfg = from_dict(PrepareConfig, {"source": "gettext", "lang": "EN,De,PT-BR,zh_TW"})
@@ -184,7 +185,7 @@ def test_every_config_field_is_a_flag():
 
 def test_main_builds_only_the_named_command():
     """`xlp CMD ...` builds CMD alone (start-up), every command for help, completion and a typo."""
-    from xlp_cli.cli import named_stages
+    from xlp_cli.cli.app import named_stages
 
     assert named_stages(["prepare", "--lang", "en"]) == {"prepare"}
     assert named_stages(["bpe", "apply", "--codes", "c"]) == {"bpe-apply"}
@@ -195,7 +196,7 @@ def test_main_builds_only_the_named_command():
                  ["prepare", "--lnag", "en"]):
         one = subprocess.run([sys.executable, "-m", "xlp_cli", *args], capture_output=True, text=True,
                              env=dict(os.environ, COLUMNS="100"))
-        every = subprocess.run([sys.executable, "-c", "import sys; from xlp_cli.cli import app; "
+        every = subprocess.run([sys.executable, "-c", "import sys; from xlp_cli.cli.app import app; "
                                 "sys.exit(app(sys.argv[1:], standalone_mode=False, prog_name='xlp'))", *args],
                                capture_output=True, text=True, env=dict(os.environ, COLUMNS="100"))
         assert (one.returncode, one.stdout) == (every.returncode, every.stdout), args
@@ -204,7 +205,7 @@ def test_main_builds_only_the_named_command():
 
 def test_xlp_text_starts_without_pyarrow_or_numpy():
     """`xlp text` (a filter in shell pipelines) loads neither pyarrow nor numpy; `xlp prepare` refuses pandas."""
-    code = ("import sys; from xlp_cli.entry import main; sys.argv = ['xlp'] + sys.argv[1:]\n"
+    code = ("import sys; from xlp_cli.cli.entry import main; sys.argv = ['xlp'] + sys.argv[1:]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print(sorted(m for m in ('pyarrow', 'numpy', 'pandas') if m in sys.modules), file=sys.stderr)")
     res = subprocess.run([sys.executable, "-c", code, "text", "--lang", "en", "--tokenize", "xlm"],
@@ -217,14 +218,14 @@ def test_commands_start_without_pydantic():
     """typer_plain takes the flag values as click parsed them: no command imports pydantic (typer would, ~0.1 s),
     and the values still arrive typed (a repeated flag as a list, comma lists split, a bool flag, a bad number
     as the config's one line)."""
-    code = ("import sys; from xlp_cli.cli import main; sys.argv = ['xlp'] + sys.argv[1:]\n"
+    code = ("import sys; from xlp_cli.cli.app import main; sys.argv = ['xlp'] + sys.argv[1:]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, 'pydantic' in sys.modules, file=sys.stderr)")
     res = subprocess.run([sys.executable, "-c", code, "prepare", "--help"], capture_output=True, text=True)
     assert res.stderr.strip().splitlines()[-1] == "exit 0 False", res.stderr[-2000:]
     res = subprocess.run([sys.executable, "-c", code, "prepare", "--workers", "two", "x.txt"], capture_output=True,
                          text=True)
     assert res.stderr.strip().splitlines()[-1] == "exit 2 False" and "--workers" in res.stderr, res.stderr
-    from xlp_cli.commands import build_config
+    from xlp_cli.cli.commands import build_config
     from xlp_cli.prepare.config import PrepareConfig
 
     cfg = build_config(PrepareConfig, None, {"lang": ["en,de", "fr"], "inputs": ["a.txt"], "dedup": False,

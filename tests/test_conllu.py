@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.conllu import read_conllu, treebank_files
 
 # UD's own examples of the two constructs (format.html): a Spanish multi-word token and an English empty node

@@ -66,7 +66,7 @@ def test_package_data_exists():
 def test_usage_errors_from_typers_own_click_pass_through_run_guarded():
     import typer
 
-    from xlp_cli.commands import run_guarded
+    from xlp_cli.cli.commands import run_guarded
 
     def bad():
         raise typer.BadParameter("nope")

@@ -14,7 +14,7 @@ import zipfile
 import pytest
 
 from sources_helpers import read_all
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.download import download
 

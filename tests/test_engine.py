@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.train import engine

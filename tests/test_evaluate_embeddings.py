@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ft_helpers import build_runs
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.evaluate.run import run
 from xlp_cli.tasks.common import EVALUATE
 from xlp_cli.models.checkpoint import load_pretrained

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.xnli import report, scores as xnli
 from xlp_cli.evaluate.run import run
 from xlp_cli.tasks.common import EVALUATE
@@ -132,7 +132,7 @@ def test_bad_inputs(tmp_path):
 def test_cli_one_line_error_and_table(tmp_path):
     from typer.testing import CliRunner
 
-    from xlp_cli.cli import app
+    from xlp_cli.cli.app import app
 
     r = CliRunner().invoke(app, ["evaluate", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "e")])
     assert r.exit_code == 2

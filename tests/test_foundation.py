@@ -9,8 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from xlp_cli import artifacts, config
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.core import config
+from xlp_cli.core.errors import BadInput
 
 
 @dataclasses.dataclass

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from xlp_cli import outdir, stages
-from xlp_cli.config import _coerce
-from xlp_cli.errors import BadInput
+from xlp_cli.artifacts import outdir
+from xlp_cli import stages
+from xlp_cli.core.config import _coerce
+from xlp_cli.core.errors import BadInput
 
 TEXT = "".join(f"This is sentence number {i} , with a few more words .\n" for i in range(300))
 
@@ -91,7 +92,7 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(tmp_path):
     src.write_text(TEXT, encoding="utf-8")
     outdir.lock(out)
     try:
-        cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", "prepare", "--source", "text",
+        cmd = [sys.executable, "-c", "from xlp_cli.cli.app import main; main()", "prepare", "--source", "text",
                "--lang", "en", str(src), "--out", str(out)]
         p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "XLP_QUIET": "1"},
                            timeout=300)
@@ -268,7 +269,7 @@ needs_mount = pytest.mark.skipif(not _private_mount_ok(), reason="needs permissi
 
 
 def _in_namespace(script: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XLP_QUIET": "1", "XLP": f"{sys.executable} -c 'from xlp_cli.entry import main; main()'"}
+    env = {**os.environ, "XLP_QUIET": "1", "XLP": f"{sys.executable} -c 'from xlp_cli.cli.entry import main; main()'"}
     return subprocess.run(["unshare", "-m", "bash", "-c", "set -u\n" + script], cwd=REPO, capture_output=True,
                           text=True, env=env, timeout=timeout)
 

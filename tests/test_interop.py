@@ -17,8 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_cli
-from xlp_cli import artifacts, layout
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.artifacts import layout
+from xlp_cli.core.errors import BadInput
 
 pytestmark = pytest.mark.integration
 M30K = artifacts.data_dir() / "multi30k"

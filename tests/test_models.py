@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models.checkpoint import load_model, load_pretrained, load_weights, save
 from xlp_cli.models.encoder import PRESETS, ModelConfig, TransformerEncoder
 from xlp_cli.models.encodings import ENCODINGS, build_encoding

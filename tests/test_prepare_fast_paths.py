@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from xlp_cli.arrow_numpy import to_numpy
+from xlp_cli.artifacts.arrow_numpy import to_numpy
 from xlp_cli.prepare import splits
 from xlp_cli.prepare.records import SourceOptions, Split
 from xlp_cli.prepare.sources import text as text_source
@@ -83,7 +83,7 @@ def test_xlp_process_does_not_load_pandas_but_can_still_convert(tmp_path):
     and an explicit `to_pandas()` still works there."""
     src = tmp_path / "news.en.txt"
     src.write_text("Hello, World!\nA second line.\n", encoding="utf-8")
-    code = ("import sys; from xlp_cli.entry import main; sys.argv = ['xlp', 'prepare', '--lang', 'en', "
+    code = ("import sys; from xlp_cli.cli.entry import main; sys.argv = ['xlp', 'prepare', '--lang', 'en', "
             f"{str(src)!r}, '--out', {str(tmp_path / 'out')!r}, '--valid-fraction', '0', '--test-fraction', '0']\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print('pandas' in sys.modules)\n"

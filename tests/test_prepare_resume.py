@@ -38,7 +38,7 @@ def test_killed_run_resumes_to_the_same_output(shared_data, tmp_path):
 
     out = tmp_path / "killed"
     env = {**os.environ, "XLP_QUIET": "1"}
-    cmd = [sys.executable, "-c", "from xlp_cli.cli import main; main()", *args, "--workers", "2", "--out"]
+    cmd = [sys.executable, "-c", "from xlp_cli.cli.app import main; main()", *args, "--workers", "2", "--out"]
     proc = subprocess.Popen(cmd + [str(out)], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -9,8 +9,8 @@ import torch
 
 from pretrain_helpers import synthetic
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
-from xlp_cli.special_ids import EOS as EOS_INDEX, MASK as MASK_INDEX, N_SPECIAL, PAD as PAD_INDEX
+from xlp_cli.core.errors import BadInput
+from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, MASK as MASK_INDEX, N_SPECIAL, PAD as PAD_INDEX
 from xlp_cli.train.data import MonoStream, PretrainData, sampling_probs
 from xlp_cli.train.masking import mask_scores, mask_tokens
 

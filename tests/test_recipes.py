@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from xlp_cli import recipes
-from xlp_cli.config import from_dict
-from xlp_cli.errors import BadInput
+from xlp_cli.recipes import run as recipes
+from xlp_cli.core.config import from_dict
+from xlp_cli.core.errors import BadInput
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from ft_helpers import build_runs
-from xlp_cli.config import from_dict
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import from_dict
+from xlp_cli.core.errors import BadInput
 from xlp_cli.evaluate.run import run as evaluate
 from xlp_cli.tasks.retrieval import data as rd
 from xlp_cli.tasks.retrieval.config import RetrievalConfig

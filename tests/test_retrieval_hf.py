@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ft_helpers import build_runs
-from xlp_cli.config import from_dict
+from xlp_cli.core.config import from_dict
 from xlp_cli.evaluate.run import run as evaluate
 from xlp_cli.tasks.retrieval.config import RetrievalConfig
 from xlp_cli.tasks.retrieval.encode import load_encoder, sentence_ids, sentence_vectors

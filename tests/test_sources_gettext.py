@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from sources_helpers import SRC_FIXTURES, monos, pairs, read_all
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources.gettext import clean_message, find_catalogs, locale_lang, message_pairs, parse_mo
 
 HEADER = "Project-Id-Version: t 1\nLanguage: {lang}\nContent-Type: text/plain; charset={cs}\nPlural-Forms: nplurals=2; plural=(n != 1);\n"

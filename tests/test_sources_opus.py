@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from sources_helpers import SRC_FIXTURES, monos, pairs, read_all
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 MOSES = SRC_FIXTURES / "moses"
 XCES = SRC_FIXTURES / "xces"

@@ -9,7 +9,7 @@ import lzma
 import pytest
 
 from sources_helpers import SRC_FIXTURES, read_all
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 
 

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from sources_helpers import SRC_FIXTURES, read_all
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources.wikipedia import wikitext_to_lines
 
 TINY = SRC_FIXTURES / "wiki_tiny.xml"

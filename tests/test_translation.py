@@ -185,7 +185,7 @@ def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
                 "--lang-encoding", "xlp", "--max-steps", "2", "--warmup", "0", "--batch-size", "8", "--accumulate", "1", "--bptt", "64",
                 "--eval-every", "2", "--eval-batches", "1", "--num-threads", "1")
     assert r.exit_code == 0, r.output
-    from xlp_cli import config as cfgmod
+    from xlp_cli.core import config as cfgmod
     from xlp_cli.tasks.translation.config import TranslationConfig
     from xlp_cli.tasks.translation.job import Job
     from xlp_cli.models.checkpoint import load_pretrained

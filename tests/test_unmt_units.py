@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.search import greedy
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, targets
-from xlp_cli.special_ids import BOS, EOS, MASK, PAD
+from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.tasks.unmt.config import lambda_at, parse_lambda
 from xlp_cli.tasks.unmt.noise import add_noise
 from xlp_cli.tasks.unmt.objective import back_translate

@@ -281,7 +281,7 @@ def test_retrieval_and_pos_read_a_veco_run_plugged_out(cli, veco_run, tmp_path) 
 @pytest.mark.integration
 @pytest.mark.parametrize("tie", [True, False])
 def test_translation_starts_from_a_veco_run(cli, veco_run, tmp_path, tie, monkeypatch) -> None:
-    from xlp_cli import config as cfgmod
+    from xlp_cli.core import config as cfgmod
     from xlp_cli.tasks.translation.config import TranslationConfig
     from xlp_cli.tasks.translation.job import Job
 

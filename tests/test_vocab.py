@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
 from xlp_cli import artifacts
 from xlp_cli.bpe.dictionary import N_SPECIALS, Dictionary
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.vocab.config import VocabConfig
 from xlp_cli.vocab.run import run
 from xlp_cli.vocab.scoring import count_shards, rank
@@ -193,7 +193,7 @@ def test_cli_prints_a_table_and_exits_2_on_bad_input(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from xlp_cli.commands import stage_command
+    from xlp_cli.cli.commands import stage_command
 
     app = typer.Typer()
     stage_command(app, "vocab-score")

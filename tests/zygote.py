@@ -23,13 +23,13 @@ HERE = Path(__file__).resolve().parent
 
 
 def _serve() -> None:
-    import xlp_cli.entry  # noqa: F401
-    import xlp_cli.cli  # noqa: F401 - the command table and every stage's config
+    import xlp_cli.cli.entry  # noqa: F401
+    import xlp_cli.cli.app  # noqa: F401 - the command table and every stage's config
     import xlp_cli.prepare.run  # noqa: F401
     import xlp_cli.bpe.run  # noqa: F401
     import xlp_cli.vocab.run  # noqa: F401
     import xlp_cli.train.pretrain  # noqa: F401 - torch
-    import xlp_cli.recipes  # noqa: F401
+    import xlp_cli.recipes.run  # noqa: F401
     import xlp_cli.tasks.unmt.finetune  # noqa: F401 - (the fine-tuning sweep and corpus cases)
     import xlp_cli.prepare.engine_local  # noqa: F401 - (imported by a run; importing now saves each child the time)
     import xlp_cli.prepare.sources.text  # noqa: F401
@@ -77,7 +77,7 @@ def _child(req: dict) -> None:
         os.chdir(req["cwd"])
         os.environ.update(req.get("env") or {})
         sys.argv = ["xlp", *req["args"]]
-        from xlp_cli.entry import main
+        from xlp_cli.cli.entry import main
 
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a Ctrl-C that came before: raised here,
@@ -86,7 +86,7 @@ def _child(req: dict) -> None:
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         except KeyboardInterrupt:
-            from xlp_cli.entry import INTERRUPTED
+            from xlp_cli.cli.entry import INTERRUPTED
 
             sys.stderr.write(INTERRUPTED)
             code = 130

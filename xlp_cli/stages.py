@@ -52,12 +52,12 @@ STAGES: dict[str, Stage] = {
                       "Pre-train a Transformer encoder with MLM/TLM and a chosen language encoding.",
                       "xlp pretrain --data out/ids --data out/vocab --out runs/xlp --lang-encoding xlp --preset tiny "
                       "--max-steps 1500 --warmup 150"),
-    "finetune": Stage(("finetune",), "xlp_cli.tasks.common:FINETUNE", "xlp_cli.finetune.run:run", "finetune",
+    "finetune": Stage(("finetune",), "xlp_cli.tasks.common:FINETUNE", "xlp_cli.tasks:finetune", "finetune",
                       "Fine-tune a pre-trained model on a task (--task: one of the task registry's, listed below).",
                       "xlp finetune --task xnli --data runs/xlp --out ft/xlp --lang en,de,fr,zh --seeds 1,2,3\n"
                       "xlp finetune --task translation --data out/multi30k --out mt/xlp --lang de,en,fr --lang-encoding xlp "
                       "--preset tiny",
-                      "xlp_cli.finetune.run:print_summary"),
+                      "xlp_cli.tasks:print_finetune_summary"),
     "translate": Stage(("translate",), "xlp_cli.tasks.translation.config:TranslateConfig",
                        "xlp_cli.tasks.translation.decode:run", None,
                        "Translate a file or stdin with a trained translation model (beam search or greedy).",
@@ -71,10 +71,10 @@ STAGES: dict[str, Stage] = {
     "export": Stage(("export",), "xlp_cli.export.config:ExportConfig", "xlp_cli.export.run:run", "export",
                     "Export a pre-trained run as a Hugging Face transformers folder (config.json, weights, tokenizer.json).",
                     "xlp export --format hf runs/xlp hf/xlp", in_recipes=False),
-    "run": Stage(("run",), "xlp_cli.recipes:RunConfig", "xlp_cli.recipes:run", None,
+    "run": Stage(("run",), "xlp_cli.recipes.run:RunConfig", "xlp_cli.recipes.run:run", None,
                  "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",
                  "xlp run pipelines/demo.toml --dry-run\nxlp run pipelines/demo.toml",
-                 "xlp_cli.recipe_report:print_summary", in_recipes=False),
+                 "xlp_cli.recipes.report:print_summary", in_recipes=False),
 }
 RECIPE_STAGES = [n for n, s in STAGES.items() if s.in_recipes]
 
@@ -86,7 +86,7 @@ def load(ref: str) -> Any:
 
 def build_config(stage: str, values: dict[str, Any], where: str) -> Any:
     """The stage's typed config from flag-name keys (a task dispatch picks the task's own config class)."""
-    from xlp_cli import config as cfgmod
+    from xlp_cli.core import config as cfgmod
 
     cls = load(STAGES[stage].config)
     if hasattr(cls, "build"):

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from xlp_cli import layout
+from xlp_cli.artifacts import layout
 from xlp_cli.bpe.id_shards import IdShardWriter
 
 _WHILE_LOADING = 16  # row groups (4096 rows each) held while the tokenizer loads (~0.2 s of text: ~5)

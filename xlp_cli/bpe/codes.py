@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.config import FORCE_HELP, opt
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import FORCE_HELP, opt
+from xlp_cli.core.errors import BadInput
 
 TOKENIZERS = ("fastbpe", "sentencepiece")
 SPM_TYPES = ("unigram", "bpe")

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 @dataclass

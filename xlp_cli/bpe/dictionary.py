@@ -20,10 +20,10 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from xlp_cli import special_ids
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.artifacts import special_ids
+from xlp_cli.core.errors import BadInput, WorkFailed
 
-SPECIALS = list(special_ids.SPECIAL_TOKENS)   # the table lives in xlp_cli/special_ids.py
+SPECIALS = list(special_ids.SPECIAL_TOKENS)   # the table lives in xlp_cli/artifacts/special_ids.py
 UNK_ID = special_ids.UNK
 N_SPECIALS = special_ids.N_SPECIAL            # 14: the first word id
 

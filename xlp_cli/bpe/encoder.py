@@ -24,9 +24,9 @@ import numpy as np
 
 from xlp_cli import artifacts
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
-from xlp_cli.errors import BadInput
-from xlp_cli.special_ids import N_SPECIAL, UNK
-from xlp_cli.textfile import json_object
+from xlp_cli.core.errors import BadInput
+from xlp_cli.artifacts.special_ids import N_SPECIAL, UNK
+from xlp_cli.core.textfile import json_object
 
 TOKENIZER_DIR, TOKENIZER_FILE = "tokenizer", "xlp_tokenizer.json"
 LEGACY_TOKENIZER_FILE = "tokenizer.json"  # xlp 0.1's name (not a Hugging Face tokenizer.json)

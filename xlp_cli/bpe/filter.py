@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli.bpe.config import BpeApplyConfig
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.text import native, streams
 
 BLOCK = 4 << 20

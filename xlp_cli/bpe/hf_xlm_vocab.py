@@ -20,9 +20,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from xlp_cli.errors import BadInput
-from xlp_cli.textfile import json_object
-from xlp_cli.special_ids import SPECIAL_TOKENS
+from xlp_cli.core.errors import BadInput
+from xlp_cli.core.textfile import json_object
+from xlp_cli.artifacts.special_ids import SPECIAL_TOKENS
 
 VOCAB, MERGES, CONFIG = "vocab.json", "merges.txt", "tokenizer_config.json"
 SUFFIX = "</w>"

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli.prepare import ray_cluster
+from xlp_cli.core import ray_cluster
 
 MAX_RETRIES = 2
 _TOKENIZERS: dict[str, Any] = {}  # per worker process: (IDS, tokenizer entry) -> Tokenizer

@@ -15,7 +15,9 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from xlp_cli import artifacts, datadirs, layout, outdir, ui
+from xlp_cli import artifacts
+from xlp_cli.artifacts import datadirs, layout, outdir
+from xlp_cli.core import ui
 from xlp_cli.bpe import corpus
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
@@ -23,8 +25,8 @@ from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.id_shards import apply_shard as _apply_shard  # (ray_apply.py runs it in its tasks)
 from xlp_cli.bpe.id_shards import release_memory
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
-from xlp_cli.config import to_dict
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import to_dict
+from xlp_cli.core.errors import BadInput
 
 LEARN_STAGE = "bpe-learn"
 APPLY_STAGE = "bpe-apply"

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed
 
 
 def learn(lines: Iterable[str], model_path: Path, *, vocab_size: int, model_type: str, character_coverage: float,

@@ -10,7 +10,7 @@ import numpy as np
 from xlp_cli import artifacts
 from xlp_cli.bpe.codes import BpeCodec
 from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 class Tokenizer:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, outdir, tasks
+from xlp_cli import artifacts, tasks
+from xlp_cli.core import config as cfgmod
+from xlp_cli.artifacts import outdir
 
 OWNS = ("report.md", "report.html", "results.json", "*.png")  # what the evaluate tasks write in EVAL (outdir.py)
 

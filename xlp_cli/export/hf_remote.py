@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli import special_ids
+from xlp_cli.artifacts import special_ids
 
 MODELING = Path(__file__).with_name("modeling_xlp.py")
 AUTO_MAP = {"AutoConfig": "modeling_xlp.XlpConfig", "AutoModel": "modeling_xlp.XlpModel",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import special_ids
+from xlp_cli.artifacts import special_ids
 from xlp_cli.bpe.codes import read_merges
 
 SUFFIX = "</w>"

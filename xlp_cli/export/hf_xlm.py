@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli import special_ids
+from xlp_cli.artifacts import special_ids
 from xlp_cli.models.encoding_registry import spec
 
 VOCAB_TENSORS = ("transformer.embeddings.weight", "pred_layer.proj.bias")  # what tokenizer ids index

@@ -16,9 +16,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, outdir, ui
-from xlp_cli.config import to_dict
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.artifacts import outdir
+from xlp_cli.core import ui
+from xlp_cli.core.config import to_dict
+from xlp_cli.core.errors import BadInput
 from xlp_cli.export import hf_remote, hf_tokenizer, hf_xlm
 from xlp_cli.export.config import ExportConfig
 

@@ -30,7 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model as st_save_model
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import legacy
 
 FORMAT_VERSION = 2

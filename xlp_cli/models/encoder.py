@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from xlp_cli import special_ids
+from xlp_cli.artifacts import special_ids
 from xlp_cli.models.blocks import Block
 from xlp_cli.models.encoding_registry import ENCODINGS
 from xlp_cli.models.encodings import build_encoding, expand_langs, extend_langs, extend_pad_mask, extend_positions

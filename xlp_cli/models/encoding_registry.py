@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
 
 
 @dataclasses.dataclass

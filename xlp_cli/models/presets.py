@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 class PresetConfig:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from xlp_cli.special_ids import PAD
+from xlp_cli.artifacts.special_ids import PAD
 
 
 @dataclasses.dataclass

@@ -33,8 +33,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from xlp_cli import ui
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.prepare.config import PrepareConfig
 
 WIKIMEDIA = "https://dumps.wikimedia.org"

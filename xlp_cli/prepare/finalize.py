@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli.arrow_numpy import to_numpy
+from xlp_cli.artifacts.arrow_numpy import to_numpy
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.shards import GroupWriter
 

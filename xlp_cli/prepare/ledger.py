@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.prepare.records import ErrorPolicy, Split
 
 

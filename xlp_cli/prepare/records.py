@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Union
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 @dataclasses.dataclass(slots=True)
@@ -133,7 +133,7 @@ class ErrorPolicy:
 
     def warn(self, message: str) -> None:
         """Something the manifest must record (e.g. a truncated dump whose complete pages were kept)."""
-        from xlp_cli import ui
+        from xlp_cli.core import ui
 
         self.warnings.append(message)
         ui.warn(message)

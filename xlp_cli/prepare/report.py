@@ -9,7 +9,8 @@ from rich.progress import ProgressColumn
 from rich.table import Table
 from rich.text import Text
 
-from xlp_cli import layout, ui
+from xlp_cli.artifacts import layout
+from xlp_cli.core import ui
 from xlp_cli.prepare.finalize import SPLITS
 
 

@@ -35,10 +35,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from xlp_cli import artifacts, layout, outdir, ui
-from xlp_cli.config import keys_where, to_dict
-from xlp_cli.errors import BadInput, WorkFailed
-from xlp_cli.prepare import ray_cluster, workdir
+from xlp_cli import artifacts
+from xlp_cli.artifacts import layout, outdir
+from xlp_cli.core import ui
+from xlp_cli.core.config import keys_where, to_dict
+from xlp_cli.core.errors import BadInput, WorkFailed
+from xlp_cli.core import ray_cluster
+from xlp_cli.prepare import workdir
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger

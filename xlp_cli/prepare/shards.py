@@ -16,9 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, layout
-from xlp_cli.errors import WorkFailed
-from xlp_cli.staged_parquet import StagedParquet, guarded
+from xlp_cli import artifacts
+from xlp_cli.artifacts import layout
+from xlp_cli.core.errors import WorkFailed
+from xlp_cli.artifacts.staged_parquet import StagedParquet, guarded
 
 MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", pa.string()),
                          ("raw", pa.string()), ("text", pa.string())])

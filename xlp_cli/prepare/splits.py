@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
-from xlp_cli.errors import XlpError
+from xlp_cli.core.errors import XlpError
 from xlp_cli.prepare import process
 from xlp_cli.prepare.records import (CollectedErrors, ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions,
                                      Split)

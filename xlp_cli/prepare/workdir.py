@@ -16,7 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts
+from xlp_cli.core import ui
 from xlp_cli.prepare import process
 from xlp_cli.prepare.records import Split
 

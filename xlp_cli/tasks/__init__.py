@@ -94,8 +94,19 @@ def run(command: str, cfg: Any) -> dict[str, Any]:
     return load(getattr(TASKS[cfg.task], command)[1])(cfg)
 
 
+def finetune(cfg: Any) -> dict[str, Any]:
+    """The `xlp finetune` stage: the chosen task's fine-tuning."""
+    return run("finetune", cfg)
+
+
+def print_finetune_summary(summary: dict[str, Any]) -> None:
+    if summary.get("rank", 0) != 0:  # torchrun: one table, from rank 0 (`--json` prints every process's summary)
+        return
+    print_summary("finetune", summary)
+
+
 def print_summary(command: str, summary: dict[str, Any]) -> None:
-    from xlp_cli import ui
+    from xlp_cli.core import ui
 
     task = summary.get("task")
     printer = getattr(TASKS[task], f"{command}_summary") if task in TASKS else None

@@ -27,15 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlp_cli import artifacts, ui
-from xlp_cli.errors import BadInput
-from xlp_cli.config import opt
-from xlp_cli.evaluate.figures import pyplot, save_png
-from xlp_cli.evaluate.render import order_langs
+from xlp_cli import artifacts
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput
+from xlp_cli.core.config import opt
+from xlp_cli.reporting.figures import pyplot, save_png
+from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks.common import EvaluateCommon
 
 if TYPE_CHECKING:  # torch is imported when a figure is made, not when the CLI lists the task's flags
-    from xlp_cli.evaluate.embeddings import LoadedRun
+    from xlp_cli.reporting.embeddings import LoadedRun
 
 
 def _no_grad(fn: Any) -> Any:
@@ -105,7 +106,7 @@ def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> t
 
 
 def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
-    from xlp_cli.evaluate.embeddings import cosine_matrix, word_vectors
+    from xlp_cli.reporting.embeddings import cosine_matrix, word_vectors
 
     langs = order_langs(run.langs)
     res: dict[str, Any] = {"langs": langs, "words": {}}
@@ -133,7 +134,7 @@ def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
 
 
 def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
-    from xlp_cli.evaluate.embeddings import cosine_matrix, word_vectors
+    from xlp_cli.reporting.embeddings import cosine_matrix, word_vectors
 
     v, cov = word_vectors(run, words, "en", kind="encoded", encode_as="en")
     keep = [i for i, c in enumerate(cov) if c]
@@ -155,7 +156,7 @@ def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
 def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
     import torch
 
-    from xlp_cli.evaluate.embeddings import subword_ids
+    from xlp_cli.reporting.embeddings import subword_ids
 
     enc = run.model.lang_encoding
     lang_table = getattr(enc, "lang_emb", None)
@@ -217,7 +218,7 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
 def run(cfg: AnalysisConfig) -> dict[str, Any]:
     import torch
 
-    from xlp_cli.evaluate.embeddings import load_run
+    from xlp_cli.reporting.embeddings import load_run
 
     names = cfg.name or []
     runs = []

@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts, ui
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
-from xlp_cli.evaluate.figures import pyplot, save_png
-from xlp_cli.evaluate.render import html_page, markdown_table
+from xlp_cli import artifacts
+from xlp_cli.core import ui
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.figures import pyplot, save_png
+from xlp_cli.reporting.render import html_page, markdown_table
 from xlp_cli.tasks.analysis import TOPIC_WORDS, fig4, fig5
 from xlp_cli.tasks.common import EvaluateCommon
 from xlp_cli.tasks.lexicon import read_dictionary, score_pairs
@@ -119,7 +120,7 @@ def measure(cfg: ClaimsConfig, ft: Path, pre: Path, dict_dir: Path, out: Path, l
     m: dict[str, Any] = {"xnli_avg": float(np.mean(list(per_lang.values()))), "xnli": per_lang}
     if "en" in per_lang and others:
         m["xnli_gap"] = per_lang["en"] - float(np.mean(others))
-    from xlp_cli.evaluate.embeddings import load_run  # (torch: not at CLI start-up)
+    from xlp_cli.reporting.embeddings import load_run  # (torch: not at CLI start-up)
 
     loaded = load_run(pre, label, cfg.which)
     cos = []

@@ -11,9 +11,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import config as cfgmod, tasks as registry
-from xlp_cli.config import AMP_CHOICES, FORCE_HELP, opt
-from xlp_cli.errors import BadInput, did_you_mean
+from xlp_cli.core import config as cfgmod
+from xlp_cli import tasks as registry
+from xlp_cli.core.config import AMP_CHOICES, FORCE_HELP, opt
+from xlp_cli.core.errors import BadInput, did_you_mean
 
 
 @dataclasses.dataclass
@@ -68,7 +69,7 @@ def print_seed_table(title: str, langs: list[str], by_seed: dict[str, dict[str, 
 
     from rich.table import Table
 
-    from xlp_cli import ui
+    from xlp_cli.core import ui
 
     t = Table(title=title)
     t.add_column("seed")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 # the 17 universal POS tags of UD v2
 UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",

@@ -18,8 +18,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, ui
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.veco import is_veco, plug_out
 from xlp_cli.train import engine

@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlp_cli import artifacts, config as cfgmod, ui
-from xlp_cli.errors import BadInput
-from xlp_cli.config import opt
-from xlp_cli.evaluate.figures import pyplot, save_png
-from xlp_cli.evaluate.render import order_langs
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.core.errors import BadInput
+from xlp_cli.core.config import opt
+from xlp_cli.reporting.figures import pyplot, save_png
+from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks.common import EvaluateCommon
 
 if TYPE_CHECKING:  # the config is read by `xlp --help`: torch and the models are imported only to run
-    from xlp_cli.evaluate.embeddings import LoadedRun
+    from xlp_cli.reporting.embeddings import LoadedRun
 
 
 @dataclasses.dataclass
@@ -93,7 +94,7 @@ def read_dictionary(path: Path, max_pairs: int = 0) -> Dictionary:
 
 
 def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: str) -> dict[str, Any]:
-    from xlp_cli.evaluate.embeddings import cosine_matrix, word_vectors
+    from xlp_cli.reporting.embeddings import cosine_matrix, word_vectors
 
     src_words = sorted({s for s, _ in pairs})
     tgt_words = sorted({t for _, t in pairs})
@@ -128,7 +129,7 @@ def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: s
 
 
 def run(cfg: LexiconConfig) -> dict[str, Any]:
-    from xlp_cli.evaluate.embeddings import load_run
+    from xlp_cli.reporting.embeddings import load_run
 
     dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
     if not dict_dir.is_dir():

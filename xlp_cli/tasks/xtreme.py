@@ -23,9 +23,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.common import EvaluateCommon
 from xlp_cli.tasks.retrieval.config import RetrievalOptions
 
@@ -148,7 +149,7 @@ def headline(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def plot_summary(result: dict[str, Any], path: Path) -> Path:
-    from xlp_cli.evaluate.figures import pyplot, save_png
+    from xlp_cli.reporting.figures import pyplot, save_png
 
     cols = [c for c in columns(result) if c[2] == "avg"]
     names = result["runs"]
@@ -171,7 +172,7 @@ def plot_summary(result: dict[str, Any], path: Path) -> Path:
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.evaluate.render import html_page, markdown_table
+    from xlp_cli.reporting.render import html_page, markdown_table
     from xlp_cli.tasks.retrieval.scores import table_rows as retrieval_rows
     from xlp_cli.tasks.xnli.report import plot_accuracy, table_rows
 
@@ -205,7 +206,7 @@ def run(cfg: Any) -> dict[str, Any]:
 def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from xlp_cli import ui
+    from xlp_cli.core import ui
 
     header, rows = summary["headline"]
     t = Table(title=summary["title"])  # transposed: a row per metric, a column per run

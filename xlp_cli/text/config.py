@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
 
 TOKENIZE_MODES = ("moses", "xlm", "none")
 LOWERCASE_MODES = ("xlm", "safe", "none")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.text import native, streams
 from xlp_cli.text.config import TextConfig
 from xlp_cli.text.pipeline import TextPipeline
@@ -69,7 +69,7 @@ def run(cfg: TextConfig) -> dict[str, Any]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from xlp_cli import ui  # (only here: a filter writing to stdout starts without rich)
+    from xlp_cli.core import ui  # (only here: a filter writing to stdout starts without rich)
 
     ui.out.print(f"xlp text: {summary['lines']:,} lines ({summary['lang']}, tokenize {summary['tokenize']}, lowercase "
                  f"{summary['lowercase']}, {summary['skipped']} skipped) -> {summary['output']} in {summary['seconds']} s")

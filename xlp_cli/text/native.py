@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from xlp_cli.errors import WorkFailed
+from xlp_cli.core.errors import WorkFailed
 
 ALL, BEFORE, AFTER, TOKENIZE, RAW = 0, 1, 2, 3, 4
 TOKENIZE_CODES = {"none": 0, "moses": 1, "xlm": 2}

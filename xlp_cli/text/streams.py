@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, TypeVar
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -116,7 +116,7 @@ def ordered(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[
 
 def finish(summary: dict[str, Any], command: str) -> dict[str, Any]:
     if summary["skipped"]:
-        from xlp_cli import ui
+        from xlp_cli.core import ui
 
         ui.warn(f"{command}: {summary['skipped']} bad line(s) written as empty lines, e.g. {summary['skipped_examples'][0]}")
     if summary["output"] == "stdout":

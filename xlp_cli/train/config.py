@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import AMP_CHOICES, FORCE_HELP, opt
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import AMP_CHOICES, FORCE_HELP, opt
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import ENCODING_NAMES, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES

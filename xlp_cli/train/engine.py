@@ -27,8 +27,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, ui
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli import artifacts
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, batch_too_large, is_oom, rng_state, seed_dropout, set_rng_state

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, datadirs
+from xlp_cli import artifacts
+from xlp_cli.artifacts import datadirs
 from xlp_cli.bpe.dictionary import Dictionary
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import spec as encoding_spec
-from xlp_cli.special_ids import N_SPECIAL
+from xlp_cli.artifacts.special_ids import N_SPECIAL
 
 
 @dataclasses.dataclass

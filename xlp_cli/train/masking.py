@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from xlp_cli.special_ids import MASK as MASK_INDEX, N_SPECIAL
+from xlp_cli.artifacts.special_ids import MASK as MASK_INDEX, N_SPECIAL
 
 
 def mask_scores(counts: np.ndarray, sample_alpha: float) -> torch.Tensor | None:

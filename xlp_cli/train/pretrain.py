@@ -11,8 +11,10 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, layout, outdir, ui
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.artifacts import layout, outdir
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.encoding_registry import spec as encoding_spec

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 def pick_device(name: str, local_rank: int = 0, world: int = 1) -> torch.device:

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xlp_cli.prepare import ray_cluster
+from xlp_cli.core import ray_cluster
 from xlp_cli.vocab.scoring import count_shards
 
 

@@ -14,10 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, datadirs, outdir, ui
+from xlp_cli import artifacts
+from xlp_cli.artifacts import datadirs, outdir
+from xlp_cli.core import ui
 from xlp_cli.bpe.dictionary import Dictionary
-from xlp_cli.config import to_dict
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import to_dict
+from xlp_cli.core.errors import BadInput
 from xlp_cli.vocab.config import VocabConfig
 from xlp_cli.vocab.scoring import count_shards, is_nonword, rank
 

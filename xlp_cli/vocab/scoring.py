@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from xlp_cli.bpe.dictionary import N_SPECIALS
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 def count_shards(shards: Iterable[tuple[Path, str]], vocab_size: int) -> np.ndarray:

@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 from typing import Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Record, Source, SourceOptions, Split
 
 # The one table of sources: each name is `--source NAME` and the module `xlp_cli.prepare.sources.NAME`.

@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy
 
 _MAGIC = (

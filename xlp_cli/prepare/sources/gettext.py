@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
 from xlp_cli.prepare.sources.gettext_catalogs import catalog_entries, parse_mo  # noqa: F401 (parse_mo re-exported)
 

@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 from typing import Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy
 
 LE_MAGIC, BE_MAGIC = 0x950412DE, 0xDE120495

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy
 from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem, is_documentation, open_binary
 

@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
 from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem
 from xlp_cli.prepare.sources.opus_items import NAME, Item

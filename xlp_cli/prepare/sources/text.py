@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
 from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track, utf16_problem

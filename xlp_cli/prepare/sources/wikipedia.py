@@ -36,8 +36,8 @@ from collections import Counter
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from xlp_cli import ui
-from xlp_cli.errors import BadInput
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions, Split
 from xlp_cli.prepare.sources import wikipedia_multistream as multistream

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import Split
 from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem, track
 

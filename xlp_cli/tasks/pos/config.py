@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
+from xlp_cli.core.config import opt
 from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon, validate_head_training
 
 # XTREME's UD-POS defaults (Hu et al. 2020, their run_tag.py): lr 2e-5, batch size 32, 128 subwords

@@ -22,8 +22,8 @@ import pyarrow as pa
 import torch
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
-from xlp_cli.special_ids import EOS, UNK
+from xlp_cli.core.errors import BadInput
+from xlp_cli.artifacts.special_ids import EOS, UNK
 from xlp_cli.tasks.conllu import UPOS, Sentence, read_conllu, upos_v2
 
 IGNORE = -100

@@ -22,9 +22,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xlp_cli import artifacts, config as cfgmod, outdir, ui
-from xlp_cli.errors import BadInput
-from xlp_cli.evaluate.render import order_langs
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.artifacts import outdir
+from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.render import order_langs
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import TokenClassifier, freeze_language_parameters
 from xlp_cli.tasks import conllu

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 NOTE = ("Word accuracy (%) of zero-shot POS tagging (17 UD v2 tags, the label on each word's first subword) per "
         "language, then the average and the transfer gap (English minus the average of the other languages; "
@@ -53,7 +53,7 @@ def scores_of(data: list[Path], names: list[str], split: str, langs: list[str], 
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli import config as cfgmod
+    from xlp_cli.core import config as cfgmod
     from xlp_cli.tasks.xnli import report
 
     scores = scores_of(cfg.data, cfg.name, cfg.split, cfgmod.parse_langs(cfg.lang), cfg.baseline)
@@ -64,7 +64,7 @@ def run(cfg: Any) -> dict[str, Any]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from xlp_cli import ui
+    from xlp_cli.core import ui
     from xlp_cli.tasks.xnli.report import rich_table
 
     ui.out.print(rich_table(summary["scores"], summary.get("title", "POS"), gap_label="transfer gap"))

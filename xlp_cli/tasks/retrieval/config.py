@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.common import EvaluateCommon
 
 SETS = ("tatoeba", "pud")

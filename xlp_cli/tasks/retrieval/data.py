@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.conllu import read_conllu
 
 TATOEBA_CODES = {"ar": "ara", "bg": "bul", "de": "deu", "el": "ell", "es": "spa", "fr": "fra", "hi": "hin",

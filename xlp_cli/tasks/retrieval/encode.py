@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import TransformerEncoder
-from xlp_cli.special_ids import EOS
+from xlp_cli.artifacts.special_ids import EOS
 from xlp_cli.tasks.xnli.data import encode_texts, eval_batches
 
 

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, ui
-from xlp_cli.evaluate.render import order_langs
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks.retrieval import data as rd
 from xlp_cli.tasks.retrieval.encode import Encoder, accuracy, load_encoder, sentence_vectors
 from xlp_cli.tasks.xnli.scores import RunScores, default_name, fmt_cell, score
@@ -100,13 +101,13 @@ def table_rows(scores: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.evaluate.render import html_page, markdown_table
+    from xlp_cli.reporting.render import html_page, markdown_table
     from xlp_cli.tasks.xnli.report import plot_accuracy
 
     found = measure_runs(cfg, cfg.data, cfg.name)
     result = tables(found, cfg.baseline)
     if not result:
-        from xlp_cli.errors import BadInput
+        from xlp_cli.core.errors import BadInput
 
         raise BadInput("no language of these runs (besides English) has retrieval pairs in --sets "
                        f"{', '.join(cfg.sets)}; the runs know: {', '.join(order_langs({l for f in found for l in f.get('langs', [])}))}")

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts, config as cfgmod, textfile, ui
-from xlp_cli.errors import BadInput
-from xlp_cli.evaluate import figures
-from xlp_cli.evaluate.figures import pyplot, save_png
-from xlp_cli.evaluate.render import html_page, markdown_table
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, textfile, ui
+from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting import figures
+from xlp_cli.reporting.figures import pyplot, save_png
+from xlp_cli.reporting.render import html_page, markdown_table
 
 
 def _stat(vals: list[float]) -> dict[str, Any]:

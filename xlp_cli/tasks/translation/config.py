@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import INTERLINGUA_LOSS_TERMS as LOSS_TERMS, SEQ2SEQ_PRESETS
 from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.train.sentences import collate  # noqa: F401  (re-exported: the translation code's batches)
 
 MIXES = ("many-to-one", "many-to-many")

@@ -19,8 +19,10 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts, outdir, ui
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.artifacts import outdir
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput
 from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.models.search import beam_search, greedy
 from xlp_cli.models.seq2seq import Seq2Seq, targets

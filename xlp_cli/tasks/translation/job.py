@@ -10,10 +10,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, ui
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import spec as encoding_spec
 from xlp_cli.models.factory import build_seq2seq
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig

@@ -18,10 +18,11 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.translation.data import Pairs, read_pairs, serve
 from xlp_cli.tasks.translation.job import References
 from xlp_cli.train.inputs import find_ids

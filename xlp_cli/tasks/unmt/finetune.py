@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, outdir, ui
-from xlp_cli.errors import WorkFailed
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.artifacts import outdir
+from xlp_cli.core.errors import WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.seq2seq import Seq2Seq
 from xlp_cli.tasks.translation.data import Pairs

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.encoding_registry import spec as encoding_spec

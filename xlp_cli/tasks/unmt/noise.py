@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlp_cli.special_ids import MASK
+from xlp_cli.artifacts.special_ids import MASK
 
 
 def add_noise(sents: list[np.ndarray], rng: np.random.Generator, shuffle: float = 3.0, drop: float = 0.1,

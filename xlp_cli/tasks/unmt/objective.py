@@ -30,7 +30,7 @@ from xlp_cli.train.masking import mask_tokens
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
 from xlp_cli.train.sentences import SentenceStream, collate
-from xlp_cli.special_ids import PAD
+from xlp_cli.artifacts.special_ids import PAD
 
 KINDS = ("ae", "bt", "mlm")
 

@@ -30,9 +30,10 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from xlp_cli import artifacts, textfile
-from xlp_cli.errors import BadInput
-from xlp_cli.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
+from xlp_cli import artifacts
+from xlp_cli.core import textfile
+from xlp_cli.core.errors import BadInput
+from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids
 LABEL_IDS = {"contradiction": 0, "contradictory": 0, "neutral": 1, "entailment": 2}

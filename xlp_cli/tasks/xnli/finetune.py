@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, config as cfgmod, outdir, ui
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.artifacts import outdir
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
 from xlp_cli.tasks.common import print_seed_table
@@ -37,7 +39,7 @@ from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.groups import build as build_groups
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
-from xlp_cli.evaluate.render import XNLI_LANGS
+from xlp_cli.reporting.render import XNLI_LANGS
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
 

@@ -17,8 +17,8 @@ from typing import Any
 from rich.table import Table
 
 from xlp_cli import artifacts
-from xlp_cli.evaluate.figures import plot_curves, pyplot, save_png
-from xlp_cli.evaluate.render import html_page, markdown_table
+from xlp_cli.reporting.figures import plot_curves, pyplot, save_png
+from xlp_cli.reporting.render import html_page, markdown_table
 from xlp_cli.tasks.xnli.scores import fmt_cell, rows_note, toy_note
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli import artifacts, textfile
-from xlp_cli.errors import BadInput
-from xlp_cli.evaluate.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
+from xlp_cli import artifacts
+from xlp_cli.core import textfile
+from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
 
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids 0, 1, 2
 
@@ -252,7 +253,7 @@ def toy_note(scores: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- `xlp evaluate --task xnli`
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli import config as cfgmod
+    from xlp_cli.core import config as cfgmod
     from xlp_cli.tasks.xnli import report
 
     runs = collect(cfg.data, cfg.name, cfg.split)
@@ -264,7 +265,7 @@ def run(cfg: Any) -> dict[str, Any]:
 
 def print_summary(summary: dict[str, Any]) -> None:
     """The terminal view: the comparison table, its note and where the report is."""
-    from xlp_cli import ui
+    from xlp_cli.core import ui
     from xlp_cli.tasks.xnli.report import notes, rich_table
 
     scores = summary["scores"]

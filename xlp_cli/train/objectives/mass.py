@@ -26,9 +26,10 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from xlp_cli import artifacts, ui
+from xlp_cli import artifacts
+from xlp_cli.core import ui
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, label_smoothed_nll
-from xlp_cli.special_ids import BOS, EOS, MASK, PAD
+from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.train.data import sampling_probs
 from xlp_cli.train.masking import corrupt
 from xlp_cli.train.objectives.mlm import lang_scores, summarize

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xlp_cli import artifacts, ui
-from xlp_cli.errors import BadInput
-from xlp_cli.special_ids import N_SPECIAL
+from xlp_cli import artifacts
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput
+from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.train.data import Batch, PretrainData, valid_batches
 from xlp_cli.train.masking import mask_scores, mask_tokens
 from xlp_cli.train.objectives.base import Objective

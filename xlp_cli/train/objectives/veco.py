@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from xlp_cli import artifacts
 from xlp_cli.models.veco import Side, streams
-from xlp_cli.special_ids import N_SPECIAL, PAD
+from xlp_cli.artifacts.special_ids import N_SPECIAL, PAD
 from xlp_cli.train.adjacent import AdjacentStream
 from xlp_cli.train.data import Batch, PairStream
 from xlp_cli.train.masking import mask_tokens

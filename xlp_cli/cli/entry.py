@@ -15,7 +15,7 @@ def main() -> None:
     # 252-258 MB -> 215-225 MB). A value set by the user wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
-        from xlp_cli.cli import main as cli_main
+        from xlp_cli.cli.app import main as cli_main
 
         cli_main()
     except KeyboardInterrupt:  # before the command line was parsed (cli.main reports the later ones)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import ui
+from xlp_cli.core import ui
 
 
 def report_of(folder: Path) -> Path | None:

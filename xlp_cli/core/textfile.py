@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 
 
 def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:

@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from xlp_cli import stages, ui
-from xlp_cli.errors import BadInput, WorkFailed
+from xlp_cli import stages
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput, WorkFailed
 
 ERROR_PREFIX = "xlp: error: "
 
@@ -35,7 +36,7 @@ def _child(run_path: str, cfg: Any, log: str) -> None:
     import typer
 
     from xlp_cli import stages
-    from xlp_cli.commands import run_guarded
+    from xlp_cli.cli.commands import run_guarded
 
     os.environ.pop("XLP_QUIET", None)  # the log always gets the stage's progress lines (XLP_QUIET is for terminals)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies

@@ -20,8 +20,9 @@ import random
 import re
 from pathlib import Path
 
-from xlp_cli import artifacts, ui
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts
+from xlp_cli.core import ui
+from xlp_cli.core.errors import BadInput
 
 WORD = re.compile(r"[^\W\d_]{4,}", re.UNICODE)
 HEADER = "language\tpremise_language\tgold_label\tsentence1\tsentence2\n"

@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xlp_cli.errors import BadInput, did_you_mean
+from xlp_cli.core.errors import BadInput, did_you_mean
 
 T = TypeVar("T")
 
@@ -190,7 +190,7 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config", fl
         name = key.replace("-", "_")
         at = COMMAND_LINE if key in flags else where
         if name in aliases and value is not None:
-            from xlp_cli import ui
+            from xlp_cli.core import ui
 
             ui.warn(f"{where}: '{flag_name(name)}' is now '{flag_name(aliases[name])}'; please rename it")
             name = aliases[name]

@@ -13,26 +13,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xlp_cli import artifacts, layout
-from xlp_cli.errors import BadInput
+from xlp_cli.artifacts.manifest import try_read_manifest
+from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.artifacts import layout
+from xlp_cli.core.errors import BadInput
 
 
 def _stage_of(folder: Path) -> str | None:
-    m = artifacts.try_read_manifest(folder)
+    m = try_read_manifest(folder)
     return m.get("stage") if m else None
 
 
 def given_outputs(data: list[Path], stage: str) -> list[Path]:
     found: list[Path] = []
     for d in data:
-        m = artifacts.try_read_manifest(d)
+        m = try_read_manifest(d)
         if m is None:
             continue
         hits = [Path(d)] if m.get("stage") == stage else []
         outputs = m.get("outputs") if isinstance(m.get("outputs"), dict) else {}
         for key in ("ids", "bpe"):
             if not hits and isinstance(outputs.get(key), str):
-                inner = layout.linked_folder(Path(d), outputs[key], f"outputs.{key}", Path(d) / artifacts.MANIFEST)
+                inner = layout.linked_folder(Path(d), outputs[key], f"outputs.{key}", Path(d) / MANIFEST)
                 hits = [inner] if _stage_of(inner) == stage else []
         for h in hits:
             if h.resolve() not in [f.resolve() for f in found]:

@@ -10,13 +10,12 @@ A reader accepts 1 and 2 and refuses a newer version with one line.
 from __future__ import annotations
 
 import json
-import os
-import threading
 from pathlib import Path
 from typing import Any
 
-from xlp_cli.errors import BadInput
-from xlp_cli.special_ids import N_SPECIAL, SPECIAL_TOKENS
+from xlp_cli.artifacts.files import inside
+from xlp_cli.artifacts.special_ids import N_SPECIAL, SPECIAL_TOKENS
+from xlp_cli.core.errors import BadInput
 
 FORMAT_VERSION = 2
 # The files a shard folder holds beside its shards (prepare: manifest.json; bpe-apply: also the tokenizer files).
@@ -98,37 +97,9 @@ def sibling(out: Path, stage: str) -> Path:
 def linked_folder(folder: Path, rel: Any, what: str, source: Path) -> Path:
     """A stage folder named by a manifest's `outputs.bpe/ids`: `../NAME` (format 2: a sibling of `folder`, one plain
     name, never further) or a relative path inside `folder` (format 1)."""
-    from xlp_cli.artifacts import inside
-
     if isinstance(rel, str) and rel.startswith("../"):
         name = rel[3:]
         if not name or "/" in name or name in (".", ".."):
             raise BadInput(f"{what} {rel!r} is not a sibling folder name; refused", path=source)
         return _named(folder).parent / name
     return inside(folder, rel, what, source)
-
-
-_umask_lock = threading.Lock()
-
-
-def _umask() -> int:
-    try:  # Linux: read it without changing it (no window in which another thread creates files under 022)
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    with _umask_lock:
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return mask
-
-
-def file_mode() -> int:
-    """The mode a new file gets under the current umask (mkstemp would make it 0600)."""
-    return 0o666 & ~_umask()
-
-
-def honour_umask(path: str | Path) -> None:
-    os.chmod(path, file_mode())

@@ -23,9 +23,9 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperGroup
 
-from xlp_cli import config as cfgmod
-from xlp_cli import typer_plain
-from xlp_cli.errors import XlpError, did_you_mean
+from xlp_cli.core import config as cfgmod
+from xlp_cli.cli import typer_plain
+from xlp_cli.core.errors import XlpError, did_you_mean
 
 typer_plain.install()  # flag values as click parsed them: no pydantic (~0.1 s of every start)
 
@@ -276,7 +276,7 @@ def stage_command(app: typer.Typer, stage: str) -> None:
         def go() -> None:
             cfg = build_config(config, config_file, kwargs)
             summary = _load(spec.run)(cfg)
-            from xlp_cli import ui
+            from xlp_cli.core import ui
 
             if as_json:
                 ui.print_json(summary)

@@ -27,9 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, config as cfgmod, recipe_jobs, recipe_report, recipe_tasks, stages, ui
-from xlp_cli.config import opt
-from xlp_cli.errors import BadInput
+from xlp_cli import artifacts, stages
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.recipes import catalog_task as recipe_tasks, jobs as recipe_jobs, report as recipe_report
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks import TASKS
 
 ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages.py)

@@ -32,11 +32,13 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.artifacts.files import write_json_atomic
+from xlp_cli.artifacts.manifest import config_hash, try_read_manifest
+from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.core.errors import BadInput
 
 LOCK, MARKER = ".xlp.lock", ".xlp-config.json"
-INTERNAL = {LOCK, MARKER, artifacts.MANIFEST}
+INTERNAL = {LOCK, MARKER, MANIFEST}
 KEEP_ON_FORCE = {"downloads"}  # fetched raw inputs do not depend on the stage config
 _TEMP = re.compile(r"^\..+\.tmp$")
 _OLD = re.compile(r"^\.(.+)\.old$")
@@ -173,7 +175,7 @@ def foreign_entries(out: Path, owns: Iterable[str] = ()) -> list[str]:
     if not out.is_dir():
         return []
     marker = read_marker(out)
-    patterns = set(owns) | set(marker.get("owns") or []) | INTERNAL | _listed(artifacts.try_read_manifest(out))
+    patterns = set(owns) | set(marker.get("owns") or []) | INTERNAL | _listed(try_read_manifest(out))
     return sorted(e for e in os.listdir(out) if not _TEMP.match(e) and not _matches(e, patterns))
 
 
@@ -184,7 +186,7 @@ def claim(out: Path, stage: str, config: dict[str, Any], *, force: bool, owns: I
     out = Path(out)
     owns = sorted(set(owns))
     check_folder(out)
-    if out.is_dir() and not (out / MARKER).exists() and artifacts.try_read_manifest(out) is None:
+    if out.is_dir() and not (out / MARKER).exists() and try_read_manifest(out) is None:
         foreign = foreign_entries(out, owns)
         if foreign and not force:
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
@@ -196,7 +198,7 @@ def claim(out: Path, stage: str, config: dict[str, Any], *, force: bool, owns: I
         on_locked()
     sweep(out, skip=foreign_entries(out, owns))
     prev = read_marker(out)
-    h = artifacts.config_hash(config)
+    h = config_hash(config)
     if prev and (prev.get("stage") not in (None, stage) or prev.get("config_hash") != h):
         if not force:
             if prev.get("stage") not in (None, stage):
@@ -210,16 +212,16 @@ def claim(out: Path, stage: str, config: dict[str, Any], *, force: bool, owns: I
         prev = {}
     keep = set(prev.get("owns") or []) if prev.get("stage") == stage else set()
     try:
-        artifacts.write_json_atomic(out / MARKER, {"stage": stage, "config_hash": h, "config": config,
+        write_json_atomic(out / MARKER, {"stage": stage, "config_hash": h, "config": config,
                                                    "owns": sorted(keep | set(owns))})
     except OSError as e:
         raise cannot_write(e, out / MARKER) from None
-    return artifacts.try_read_manifest(out)
+    return try_read_manifest(out)
 
 
 def clear(out: Path, owns: Iterable[str]) -> None:
     """Remove what xlp wrote in `out` (`owns` patterns, the manifest's files, manifest, marker); keep the rest."""
-    patterns = (set(owns) | _listed(artifacts.try_read_manifest(out)) | {MARKER, artifacts.MANIFEST}) - KEEP_ON_FORCE
+    patterns = (set(owns) | _listed(try_read_manifest(out)) | {MARKER, MANIFEST}) - KEEP_ON_FORCE
     for name in os.listdir(out):
         if name == LOCK or name in KEEP_ON_FORCE or not (_matches(name, patterns) or _TEMP.match(name)):
             continue
@@ -260,3 +262,10 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def guard_out_dir(out: Path, stage: str, config: dict[str, Any], *, force: bool, owns: tuple[str, ...] = (),
+                  on_locked: Any = None) -> dict[str, Any] | None:
+    """Lock `out` and make it this stage's folder (`claim`: foreign files, --force, temp sweep, config).
+    Returns the previous manifest (same config) when the folder holds a run that can be resumed, else None."""
+    return claim(Path(out), stage, config, force=force, owns=owns, on_locked=on_locked)

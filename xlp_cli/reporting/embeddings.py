@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from xlp_cli import artifacts
-from xlp_cli.errors import BadInput
+from xlp_cli.core.errors import BadInput
 from xlp_cli.models.checkpoint import checkpoint_dir, load_model
 from xlp_cli.models.encoder import TransformerEncoder
 

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts, layout
+from xlp_cli.artifacts.files import honour_umask, write_failed
+from xlp_cli.artifacts.shards import PARQUET_COMPRESSION
 
 
 class StagedParquet:
@@ -22,9 +23,9 @@ class StagedParquet:
         fd, tmp = tempfile.mkstemp(prefix=f".{self.dest.name}.", suffix=".tmp", dir=self.dest.parent)
         os.close(fd)
         self.tmp: Path | None = Path(tmp)
-        layout.honour_umask(self.tmp)  # mkstemp makes 0600: shared storage needs the umask's mode
+        honour_umask(self.tmp)  # mkstemp makes 0600: shared storage needs the umask's mode
         self.writer: pq.ParquetWriter | None = pq.ParquetWriter(self.tmp, schema,
-                                                                compression=artifacts.PARQUET_COMPRESSION)
+                                                                compression=PARQUET_COMPRESSION)
 
     def write(self, table: pa.Table, row_group_size: int) -> None:
         self.writer.write_table(table, row_group_size=row_group_size)  # type: ignore[union-attr]
@@ -56,7 +57,7 @@ def guarded(dest: Path, step: Callable[[], Any], discard: Callable[[], None]) ->
         return step()
     except Exception as e:
         discard()
-        err = artifacts.write_failed(e, dest)
+        err = write_failed(e, dest)
         if err is None:
             raise
         raise err from None

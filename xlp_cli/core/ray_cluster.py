@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from xlp_cli.errors import BadInput, WorkFailed, XlpError
+from xlp_cli.core.errors import BadInput, WorkFailed, XlpError
 
 
 def _import_ray() -> Any:

@@ -5,7 +5,7 @@ when the command runs, so `xlp --help` stays fast). `python -m xlp_cli` is the s
 
 `main()` builds only the command that the command line names (`xlp prepare ...` builds `prepare` alone: the
 other stages' configs are not imported and typer does not set up their parameters, ~0.1 s of every start); help,
-completion and a mistyped command get every command. `from xlp_cli.cli import app` is the app with all of them.
+completion and a mistyped command get every command. `from xlp_cli.cli.app import app` is the app with all of them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import typer
 
 from xlp_cli import __version__
-from xlp_cli.commands import XlpGroup, stage_command
-from xlp_cli.entry import INTERRUPTED
+from xlp_cli.cli.commands import XlpGroup, stage_command
+from xlp_cli.cli.entry import INTERRUPTED
 from xlp_cli.stages import STAGES
 
 
@@ -81,7 +81,7 @@ def named_stages(args: list[str]) -> set[str] | None:
     return reached
 
 
-def __getattr__(name: str) -> Any:  # `from xlp_cli.cli import app`: every command, built on first use
+def __getattr__(name: str) -> Any:  # `from xlp_cli.cli.app import app`: every command, built on first use
     if name == "app":
         globals()["app"] = built = build_app()
         return built
@@ -93,7 +93,7 @@ def main() -> None:
     value (`--workers two`) is the typed config's one line; Ctrl-C is one line, exit 130."""
     only = named_stages(sys.argv[1:])
     if only and only - ARROW_FREE:  # a stage that reads or writes Arrow data
-        from xlp_cli.arrow_numpy import without_pandas
+        from xlp_cli.artifacts.arrow_numpy import without_pandas
 
         without_pandas()  # pyarrow would import pandas (~0.4 s, ~40 MB) that no stage uses
     app = build_app(only)

@@ -1,0 +1,152 @@
+"""Manifests: a stage's record of its config, inputs, outputs and software (written last), read back with their
+checks, and the lookup of an earlier stage's folder among `--data` folders (`find_upstream`)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+from xlp_cli.artifacts import layout
+from xlp_cli.artifacts.files import _json_default, inside, sha256_file, write_json_atomic
+from xlp_cli.artifacts.shards import MANIFEST, verify_shards
+from xlp_cli.core.errors import BadInput
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """A stable hash of a config dict (key order does not matter)."""
+    blob = json.dumps(config, sort_keys=True, default=_json_default, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
+    out = {"python": platform.python_version(), "xlp": _version("xlp")}
+    for pkg in ("pyarrow", "numpy", "torch", "sacremoses", "fastBPE", "sentencepiece", "jieba", "pythainlp", "sacrebleu"):
+        v = _version(pkg)
+        if v:
+            out[pkg] = v
+    return tuple(out.items())
+
+
+def software_versions() -> dict[str, str]:
+    """The versions of Python, xlp and the libraries that shape the outputs (read once per process: a run that
+    writes its manifest at every checkpoint would otherwise parse the packages' metadata each time)."""
+    return dict(_versions())
+
+
+def _version(pkg: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def new_manifest(stage: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "format_version": layout.FORMAT_VERSION,
+        "stage": stage,
+        "config": config,
+        "config_hash": config_hash(config),
+        "inputs": [],
+        "outputs": {},
+        "counts": {},
+        "warnings": [],
+        "versions": software_versions(),
+        "created": now_iso(),
+    }
+    m.update(fields)
+    return m
+
+
+def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> Path:
+    path = Path(folder) / MANIFEST
+    write_json_atomic(path, manifest)
+    return path
+
+
+def read_manifest(folder: str | Path, *, stage: str | None = None) -> dict[str, Any]:
+    """Read `folder/manifest.json`; with `stage`, insist it was written by that stage."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not folder.exists():
+        raise BadInput("no such folder", path=folder)
+    if not path.is_file():
+        raise BadInput("no manifest.json here: not an xlp stage output (or the stage did not finish)", path=folder)
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"corrupt manifest ({e})", path=path) from None
+    if not isinstance(m, dict):
+        raise BadInput(f"manifest is a JSON {type(m).__name__}, not an object", path=path)
+    if "stage" not in m:
+        raise BadInput("manifest has no 'stage' field", path=path)
+    layout.check_format(m, path)
+    for key, kind in (("config", dict), ("outputs", dict), ("upstream", list), ("counts", dict)):
+        if m.get(key) is not None and not isinstance(m[key], kind):
+            raise BadInput(f"manifest field '{key}' is not a JSON {'object' if kind is dict else 'list'}", path=path)
+    for up in m.get("upstream") or []:
+        if not isinstance(up, dict) or not isinstance(up.get("path"), str) or not up["path"]:
+            raise BadInput("an `upstream` entry of the manifest has no 'path'", path=path)
+    if stage is not None and m["stage"] != stage:
+        raise BadInput(f"expected the output of `xlp {stage}`, found `xlp {m['stage']}`", path=path)
+    return m
+
+
+def try_read_manifest(folder: str | Path) -> dict[str, Any] | None:
+    """The manifest of `folder`, or None when there is none (or it is not a JSON object)."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return None
+    return m if isinstance(m, dict) else None
+
+
+def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> tuple[Path, dict[str, Any]] | None:
+    """Find the output of `stage` among `--data` folders, following each manifest's `upstream` links. Upstream
+    links are the one kind of manifest path that names another folder: a link is followed only to a folder with a
+    valid manifest, and inside it every path is confined (`inside`). With `verify`, the shards the found manifest
+    lists are checked (`verify_shards`). A damaged manifest on the way is a one-line error."""
+    seen: set[Path] = set()
+    todo = [Path(d) for d in data_dirs]
+    while todo:
+        d = todo.pop(0).resolve()
+        if d in seen:
+            continue
+        seen.add(d)
+        if not (d / MANIFEST).is_file():
+            continue
+        m = read_manifest(d)
+        if m.get("stage") == stage:
+            if verify:
+                verify_shards(d, m)
+            return d, m
+        outputs = m.get("outputs") if isinstance(m.get("outputs"), dict) else {}
+        for key in ("ids", "bpe"):  # the stage folders `xlp prepare --bpe-codes/--bpe-from` wrote (siblings)
+            if isinstance(outputs.get(key), str):
+                todo.append(layout.linked_folder(d, outputs[key], f"outputs.{key}", d / MANIFEST))
+        todo.extend(Path(up["path"]) for up in m.get("upstream") or [])  # (entries checked by read_manifest)
+    return None
+
+
+def ids_dictionary(ids_dir: Path, manifest: dict[str, Any]) -> tuple[Path, str]:
+    """(path, sha256) of the dictionary of id shards: confined, present, the one the shards were written with."""
+    path = inside(ids_dir, manifest.get("dictionary") or "dict.txt", "dictionary", Path(ids_dir) / MANIFEST)
+    sha = sha256_file(path) if path.is_file() else None
+    if sha is None or manifest.get("dictionary_sha256") not in (None, "", sha):
+        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer"
+                       if sha else "the id shards have no dictionary (dict.txt)", path=path)
+    return path, sha

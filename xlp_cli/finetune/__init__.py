@@ -1,1 +1,0 @@
-"""`xlp finetune`: the stage entry; the tasks themselves are in `xlp_cli/tasks/`."""
