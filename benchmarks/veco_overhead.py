@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder  # noqa: E402
 from xlp_cli.models.veco import Side, streams  # noqa: E402
-from xlp_cli.train.data import PairStream  # noqa: E402
 from xlp_cli.train.masking import mask_tokens  # noqa: E402
 from xlp_cli.train.objectives.veco import split_pair  # noqa: E402
+from xlp_cli.train.streams import PairStream  # noqa: E402
 
 
 def pair_batch(args: argparse.Namespace):

@@ -1,13 +1,16 @@
 """`xlp export --format hf`: every encoding round-trips into transformers with the xlp model's logits.
 
 A real chain on the unit fixtures (two `xlp prepare` folders merged by `xlp bpe learn/apply`), one real tiny
-`xlp pretrain` run (additive), and checkpoints of the other encodings written through the one checkpoint layout
-with every weight perturbed (so an identity-initialised XLP projection cannot hide a wrong mapping).
+`xlp pretrain` run (additive), and checkpoints of every encoding of the registry (and of the variants below)
+written through the one checkpoint layout with every weight perturbed (so an identity-initialised XLP projection
+cannot hide a wrong mapping).
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import importlib.util
 import json
 import os
 import shutil
@@ -32,23 +35,40 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from xlp_cli import artifacts  # noqa: E402
 from xlp_cli.bpe.dictionary import Dictionary  # noqa: E402
+from xlp_cli.export import hf_remote  # noqa: E402
 from xlp_cli.models import checkpoint as ckpt  # noqa: E402
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder  # noqa: E402
+from xlp_cli.models.encoding_registry import ENCODING_NAMES, ENCODINGS, spec as encoding_spec  # noqa: E402
 
 LANGS = ["en", "fr"]
-# (encoding, options, d_ff, stock XLM expected)
-CASES = {
-    "none": ({}, 128, True),
-    "additive-pretrained": ({}, 128, True),        # the real `xlp pretrain` run
-    "additive-dff": ({}, 64, False),               # d_ff != 4 d: XLM cannot express it -> remote code
-    "attaching": ({}, 128, False),
-    "xlp": ({"xlp_bias": True}, 128, False),
-    "vle-adding": ({"vle_style": "adding", "vle_k": 5}, 128, False),
-    "vle-padding": ({"vle_style": "padding", "vle_k": 5}, 128, False),
-    "additive-veco": ({}, 128, True),              # a VECO encoder exports its plain stream
-    "additive-1lang": ({}, 128, True),             # its one language vector is folded into the positions
-    "none-preln": ({}, 128, False),                # pre-LN: XLM's layers are post-LN -> remote code
+SHAPE = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 128, "n_positions": 64}  # d_ff = 4 d: XLM's
+# Every registered encoding with its default options, then the variants export must also get right:
+# name -> (encoding, options, ModelConfig fields that differ from SHAPE)
+VARIANTS = {
+    "additive-pretrained": ("additive", {}, {}),                    # the real `xlp pretrain` run
+    "additive-dff": ("additive", {}, {"d_ff": 64}),                 # d_ff != 4 d: XLM cannot express it -> remote code
+    "vle-padding": ("vle", {"vle_style": "padding"}, {}),
+    "additive-veco": ("additive", {}, {"cross_attention": True}),   # a VECO encoder exports its plain stream
+    "additive-1lang": ("additive", {}, {"langs": LANGS[:1]}),       # its one language vector is folded into the positions
+    "none-preln": ("none", {}, {"pre_ln": True}),                   # pre-LN: XLM's layers are post-LN -> remote code
 }
+CASES = {**{name: (name, {}, {}) for name in ENCODING_NAMES}, **VARIANTS}
+
+
+def _stock(name: str) -> bool:
+    """Whether transformers' stock XLM expresses the case (docs/export.md): an `hf_xlm` encoding, post-LN layers,
+    d_ff = 4 * d_model."""
+    encoding, _, fields = CASES[name]
+    shape = {**SHAPE, **fields}
+    return encoding_spec(encoding).hf_xlm and not shape.get("pre_ln") and shape["d_ff"] == 4 * shape["d_model"]
+
+
+def _modeling():
+    """export/modeling_xlp.py, the model copied into exports (loaded from its file: xlp never imports it)."""
+    spec = importlib.util.spec_from_file_location("xlp_export_modeling", hf_remote.MODELING)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +96,16 @@ def _hand_run(root: Path, name: str) -> Path:
     run = root / f"run_{name}"
     if run.is_dir():
         return run
-    opts, d_ff, _ = CASES[name]
+    encoding, opts, fields = CASES[name]
+    spec = encoding_spec(encoding)
+    options = {**spec.options_from({}), **opts}
+    shape = {"langs": LANGS, **SHAPE, **fields}
+    vocab_ids = None
+    if spec.vocab_k_option:  # built from `xlp vocab-score`'s top-K ids: K = 5 made-up ids of each language
+        options[spec.vocab_k_option] = 5
+        vocab_ids = [list(range(14 + 6 * i, 19 + 6 * i)) for i in range(len(shape["langs"]))]
     dico = Dictionary.read(root / "ids" / "dict.txt")
-    cfg = ModelConfig(vocab_size=len(dico), langs=LANGS[:1] if "1lang" in name else LANGS,
-                      lang_encoding=name.split("-")[0], encoding_options=dict(opts), n_layers=2, d_model=32, n_heads=2,
-                      d_ff=d_ff, n_positions=64, pre_ln="preln" in name, cross_attention="veco" in name)
-    vocab_ids = [list(range(14, 19)), list(range(20, 25))] if cfg.lang_encoding == "vle" else None
+    cfg = ModelConfig(vocab_size=len(dico), lang_encoding=encoding, encoding_options=options, **shape)
     torch.manual_seed(len(name))
     model = TransformerEncoder(cfg, vocab_ids)
     with torch.no_grad():
@@ -107,13 +131,34 @@ def _batch(root: Path):
     return ids, langs, pad
 
 
+def test_every_registered_encoding_has_its_twin_in_the_exported_model():
+    """A new encoding is a class in models/encodings.py and a registry line, and its twin in export/modeling_xlp.py
+    (the trust_remote_code model, which cannot import xlp), unless its registry line says hf_remote=False."""
+    twins = set(_modeling().ENCODINGS)
+    remote = [n for n in ENCODING_NAMES if encoding_spec(n).hf_remote]
+    missing = [n for n in remote if n not in twins]
+    assert not missing, (f"export/modeling_xlp.py has no twin of the encoding {', '.join(missing)}: add one to its "
+                         f"ENCODINGS, or say hf_remote=False in its registry line (`xlp export` then refuses it)")
+    assert twins <= set(remote), f"export/modeling_xlp.py has twins of {sorted(twins - set(remote))}: not exported that way"
+
+
+def test_export_refuses_an_encoding_without_a_twin(chain, tmp_path, monkeypatch):
+    monkeypatch.setitem(ENCODINGS, "attaching", dataclasses.replace(ENCODINGS["attaching"], hf_remote=False))
+    r = run_cli("export", "--format", "hf", _hand_run(chain, "attaching"), tmp_path / "x")
+    assert r.exit_code == 2 and "no twin of the attaching encoding" in r.output, r.output
+    assert not (tmp_path / "x" / "model.safetensors").exists()
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_hf_round_trip_gives_the_xlp_logits(chain, name):
     run = chain / f"run_{name}" if name == "additive-pretrained" else _hand_run(chain, name)
     out = chain / f"hf_{name}"
     r = run_cli("export", "--format", "hf", run, out)
+    stock = _stock(name)
+    if not stock and not encoding_spec(CASES[name][0]).hf_remote:  # neither kind expresses it: refused
+        assert r.exit_code == 2 and "no twin" in r.output, r.output
+        return
     assert r.exit_code == 0, r.output
-    stock = CASES[name][2]
     conf = json.loads((out / "config.json").read_text())
     assert conf["model_type"] == ("xlm" if stock else "xlp")
     assert (out / "modeling_xlp.py").is_file() != stock

@@ -24,7 +24,7 @@ from xlp_cli.tasks.conllu import UPOS
 from xlp_cli.tasks.finetuning import Pretrained
 from xlp_cli.tasks.pos import data as pd
 from xlp_cli.tasks.pos.config import PosConfig, PosEvalConfig
-from xlp_cli.tasks.pos.finetune import predict
+from xlp_cli.tasks.pos.objective import predict
 from xlp_cli.tasks.retrieval.encode import load_encoder, sentence_vectors
 from xlp_cli.tasks.xnli.config import XnliConfig
 from xlp_cli.tasks.xtreme import XtremeConfig

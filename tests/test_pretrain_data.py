@@ -11,8 +11,9 @@ from pretrain_helpers import synthetic
 from xlp_cli import artifacts
 from xlp_cli.core.errors import BadInput
 from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, MASK as MASK_INDEX, N_SPECIAL, PAD as PAD_INDEX
-from xlp_cli.train.data import MonoStream, PretrainData, sampling_probs
+from xlp_cli.train.data import PretrainData
 from xlp_cli.train.masking import mask_scores, mask_tokens
+from xlp_cli.train.streams import MonoStream, sampling_probs
 
 
 def _sentences(ids_dir, lang):

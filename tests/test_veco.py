@@ -99,7 +99,7 @@ def test_no_gradient_reaches_h_through_the_s_terms(enc, opts) -> None:
 
 
 def test_split_pair_recovers_both_sides() -> None:
-    from xlp_cli.train.data import Batch
+    from xlp_cli.train.shards import Batch
 
     # TLM layout: </s> a </s> </s> b </s>, positions restarting at b, padded
     ids = torch.tensor([[1, 20, 21, 22, 1, 1, 30, 1, 2, 2], [1, 31, 32, 33, 34, 1, 1, 23, 1, 2]])

@@ -138,15 +138,19 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
         for key in ("ids", "bpe"):  # the stage folders `xlp prepare --bpe-codes/--bpe-from` wrote (siblings)
             if isinstance(outputs.get(key), str):
                 todo.append(layout.linked_folder(d, outputs[key], f"outputs.{key}", d / MANIFEST))
-        todo.extend(Path(up["path"]) for up in m.get("upstream") or [])  # (entries checked by read_manifest)
+        ups = m.get("upstream") or []
+        todo.extend(Path(up["path"]) for up in ups)  # (each entry checked by read_manifest)
     return None
 
 
 def ids_dictionary(ids_dir: Path, manifest: dict[str, Any]) -> tuple[Path, str]:
-    """(path, sha256) of the dictionary of id shards: confined, present, the one the shards were written with."""
+    """(path, sha256) of the dictionary an `xlp bpe apply` manifest lists: confined to `ids_dir`, present, and the
+    file the shards were written with (its `dictionary_sha256`)."""
     path = inside(ids_dir, manifest.get("dictionary") or "dict.txt", "dictionary", Path(ids_dir) / MANIFEST)
-    sha = sha256_file(path) if path.is_file() else None
-    if sha is None or manifest.get("dictionary_sha256") not in (None, "", sha):
-        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer"
-                       if sha else "the id shards have no dictionary (dict.txt)", path=path)
+    if not path.is_file():
+        raise BadInput("the id shards have no dictionary (dict.txt)", path=path)
+    sha = sha256_file(path)
+    if manifest.get("dictionary_sha256") and manifest["dictionary_sha256"] != sha:
+        raise BadInput("dict.txt differs from the one the shards were written with: shards of another tokenizer",
+                       path=path)
     return path, sha

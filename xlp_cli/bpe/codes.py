@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from xlp_cli.core.errors import BadInput, WorkFailed
+from xlp_cli.artifacts import atomic_path
+from xlp_cli.bpe.filter import load_applier
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Merge:
 def native_learner():
     """The compiled learner class, or a one-line error saying how to build it."""
     try:
-        from xlp_cli.bpe._learnbpe import Learner
+        from xlp_cli.bpe._learnbpe import Learner  # (the compiled extension: not built is a one-line error)
     except ImportError as e:  # pragma: no cover - depends on the install
         raise WorkFailed(f"the native BPE learner is not built ({e}); run `make setup` or `pip install -e .`") from None
     return Learner
@@ -53,16 +55,12 @@ def learn_merges(chunks: Iterable[bytes], n_merges: int) -> tuple[list[Merge], l
 
 # ---------------------------------------------------------------- files
 def write_codes(path: Path, merges: list[Merge]) -> None:
-    from xlp_cli.artifacts import atomic_path
-
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for m in merges:
             f.write(f"{m.left} {m.right} {m.count}\n")
 
 
 def write_vocab(path: Path, entries: list[tuple[str, int]]) -> None:
-    from xlp_cli.artifacts import atomic_path
-
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for tok, c in entries:
             f.write(f"{tok} {c}\n")
@@ -79,8 +77,6 @@ class BpeCodec:
     `check` is kept for callers; the files are always checked."""
 
     def __init__(self, codes_path: Path, vocab_path: Path | None = None, *, check: bool = True):
-        from xlp_cli.bpe.filter import load_applier
-
         self.codes_path = Path(codes_path)
         self.vocab_path = Path(vocab_path) if vocab_path else None
         self._bpe = load_applier(self.codes_path, self.vocab_path)
@@ -148,7 +144,7 @@ class BpeCodec:
         segmented once by the native applier and remembered (up to `max_cache` words) across calls."""
         import numpy as np
 
-        from xlp_cli.bpe._learnbpe import WordTable
+        from xlp_cli.bpe._learnbpe import WordTable  # (the compiled extension, as in `learner`)
 
         data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
         if data.count(b"\n") != len(lines):

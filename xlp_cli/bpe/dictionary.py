@@ -22,6 +22,8 @@ import numpy as np
 
 from xlp_cli.artifacts import special_ids
 from xlp_cli.core.errors import BadInput, WorkFailed
+from xlp_cli.artifacts import atomic_path
+from xlp_cli.text.native import module
 
 SPECIALS = list(special_ids.SPECIAL_TOKENS)   # the table lives in xlp_cli/artifacts/special_ids.py
 UNK_ID = special_ids.UNK
@@ -94,7 +96,6 @@ class Dictionary:
 
     def write(self, path: Path) -> None:
         """dict.txt: `token count` for every id >= 14, in id order (the specials are implied)."""
-        from xlp_cli.artifacts import atomic_path
 
         text = self._text  # (as the native reader made it)
         if text is None:
@@ -128,8 +129,6 @@ def _native_read(data: bytes) -> "Dictionary | None":
     """The dictionary of a vocab file's bytes by XLM's rules, read natively (xlp_cli/text/csrc/vocab.cpp), or None
     when the file needs the Python readers (not UTF-8, a carriage return, a count that is not ASCII digits, ...)."""
     try:
-        from xlp_cli.text.native import module
-
         got = module().xlm_vocab(data, "\n".join(SPECIALS).encode("utf-8"))
     except WorkFailed:  # (the text extension is not built: the Python reader gives the same dictionary)
         return None

@@ -27,6 +27,7 @@ from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
 from xlp_cli.core.errors import BadInput
 from xlp_cli.artifacts.special_ids import N_SPECIAL, UNK
 from xlp_cli.core.textfile import json_object
+from xlp_cli.text.pipeline import TextPipeline
 
 TOKENIZER_DIR, TOKENIZER_FILE = "tokenizer", "xlp_tokenizer.json"
 LEGACY_TOKENIZER_FILE = "tokenizer.json"  # xlp 0.1's name (not a Hugging Face tokenizer.json)
@@ -70,8 +71,6 @@ class TextEncoder:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> "TextEncoder":
-        from xlp_cli.text.pipeline import TextPipeline
-
         found = artifacts.find_upstream([Path(folder)], "bpe-apply", verify=False)  # (no shard is read here)
         if found is None:
             artifacts.read_manifest(folder)  # precise message for a missing folder/manifest
@@ -101,8 +100,6 @@ class TextEncoder:
 
     @classmethod
     def load(cls, folder: Path) -> "TextEncoder":
-        from xlp_cli.text.pipeline import TextPipeline
-
         folder = Path(folder).resolve()  # the paths below are joined to it again by load_tokenizer
         tdir = folder / TOKENIZER_DIR
         meta, meta_path = saved_tokenizer(folder)

@@ -28,7 +28,7 @@ BLOCK = 4 << 20
 def load_applier(codes: Path, vocab: Path | None) -> Any:
     """The native applier for a codes (+ vocab) file; a malformed file is bad input naming its line."""
     try:
-        from xlp_cli.bpe._applybpe import Applier
+        from xlp_cli.bpe._applybpe import Applier  # (the compiled extension: not built is a one-line error)
     except ImportError as e:  # pragma: no cover - depends on the install
         raise WorkFailed(f"the native BPE applier is not built ({e}); run `make setup` or `pip install -e .`") from None
     for p in (codes, vocab):

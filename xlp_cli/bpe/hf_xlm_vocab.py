@@ -23,6 +23,11 @@ from pathlib import Path
 from xlp_cli.core.errors import BadInput
 from xlp_cli.core.textfile import json_object
 from xlp_cli.artifacts.special_ids import SPECIAL_TOKENS
+from xlp_cli.bpe.codes import BpeCodec
+from xlp_cli.bpe.dictionary import Dictionary
+from xlp_cli.bpe.encoder import TextEncoder
+from xlp_cli.bpe.tokenizer import Tokenizer
+from xlp_cli.text.pipeline import TextPipeline
 
 VOCAB, MERGES, CONFIG = "vocab.json", "merges.txt", "tokenizer_config.json"
 SUFFIX = "</w>"
@@ -67,11 +72,6 @@ def _codes(merges: Path, dest: Path) -> Path:
 
 def text_encoder(folder: Path):
     """The TextEncoder of an XLMTokenizer folder (see the module docstring)."""
-    from xlp_cli.bpe.codes import BpeCodec
-    from xlp_cli.bpe.dictionary import Dictionary
-    from xlp_cli.bpe.encoder import TextEncoder
-    from xlp_cli.bpe.tokenizer import Tokenizer
-    from xlp_cli.text.pipeline import TextPipeline
 
     folder = Path(folder)
     words = words_of(json_object(folder / VOCAB), folder / VOCAB)

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from xlp_cli.core import ray_cluster
+from xlp_cli.bpe.run import _apply_shard
+from xlp_cli.bpe.tokenizer import load_tokenizer
 
 MAX_RETRIES = 2
 _TOKENIZERS: dict[str, Any] = {}  # per worker process: (IDS, tokenizer entry) -> Tokenizer
@@ -28,8 +30,6 @@ _TOKENIZERS: dict[str, Any] = {}  # per worker process: (IDS, tokenizer entry) -
 
 def apply_shard_task(info: dict[str, Any], base: str, job: tuple) -> tuple[str, int, int, int]:
     """The Ray task: `run._apply_shard` on one text shard, with the tokenizer of IDS (`base`)."""
-    from xlp_cli.bpe.run import _apply_shard
-    from xlp_cli.bpe.tokenizer import load_tokenizer
 
     key = json.dumps([base, info], sort_keys=True)
     if key not in _TOKENIZERS:

@@ -27,6 +27,8 @@ from xlp_cli.bpe.id_shards import release_memory
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
 from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
+from xlp_cli.bpe import spm
+from xlp_cli.bpe.filter import apply_filter
 
 LEARN_STAGE = "bpe-learn"
 APPLY_STAGE = "bpe-apply"
@@ -143,8 +145,6 @@ def _learn_fastbpe(cfg, sources, plan, out: Path, warnings: list[str]):
 
 
 def _learn_spm(cfg, sources, plan, out: Path):
-    from xlp_cli.bpe import spm
-
     def lines():
         for _lang, batch in corpus.sampled_lines(sources, plan, cfg.seed):
             yield from batch
@@ -213,7 +213,6 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
     `loaded`: `load_early`'s future of this cfg's tokenizer; `made`: bpe/alongside.py's id shards made while
     `xlp prepare` wrote the text (each is moved into place instead of being made again)."""
     if cfg.filter_mode:  # text lines in, subword lines out (bpe/filter.py)
-        from xlp_cli.bpe.filter import apply_filter
 
         return apply_filter(cfg)
     t0 = time.time()

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from xlp_cli.core.errors import BadInput, WorkFailed
+from xlp_cli.artifacts import atomic_path
 
 
 def learn(lines: Iterable[str], model_path: Path, *, vocab_size: int, model_type: str, character_coverage: float,
           seed: int) -> None:
     import sentencepiece as spm
-
-    from xlp_cli.artifacts import atomic_path
 
     buf = io.BytesIO()
     try:

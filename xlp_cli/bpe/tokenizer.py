@@ -11,6 +11,7 @@ from xlp_cli import artifacts
 from xlp_cli.bpe.codes import BpeCodec
 from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
 from xlp_cli.core.errors import BadInput
+from xlp_cli.bpe.spm import SpmCodec
 
 
 class Tokenizer:
@@ -76,7 +77,5 @@ def load_tokenizer(info: dict[str, Any], base: Path) -> Tokenizer:
 
     dico = Dictionary.read(file("dict"))
     if info.get("kind") == "sentencepiece":
-        from xlp_cli.bpe.spm import SpmCodec
-
         return Tokenizer("sentencepiece", dico, SpmCodec(file("model")))
     return Tokenizer("fastbpe", dico, BpeCodec(file("codes"), file("vocab") if info.get("vocab") else None))

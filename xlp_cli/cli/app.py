@@ -18,7 +18,7 @@ import typer
 
 from xlp_cli import __version__
 from xlp_cli.cli.commands import XlpGroup, stage_command
-from xlp_cli.cli.entry import INTERRUPTED
+from xlp_cli.core.errors import INTERRUPTED
 from xlp_cli.stages import STAGES
 
 
@@ -51,7 +51,7 @@ def build_app(only: set[str] | None = None) -> typer.Typer:
         pass
 
     groups: dict[str, typer.Typer] = {}
-    for stage, spec in STAGES.items():  # the one stage table (stages.py)
+    for stage, spec in STAGES.items():  # the one stage table (stages/__init__.py)
         if only is not None and stage not in only:
             continue
         parent = app
@@ -93,7 +93,7 @@ def main() -> None:
     value (`--workers two`) is the typed config's one line; Ctrl-C is one line, exit 130."""
     only = named_stages(sys.argv[1:])
     if only and only - ARROW_FREE:  # a stage that reads or writes Arrow data
-        from xlp_cli.artifacts.arrow_numpy import without_pandas
+        from xlp_cli.artifacts.arrow_numpy import without_pandas  # (numpy: not for `xlp text`)
 
         without_pandas()  # pyarrow would import pandas (~0.4 s, ~40 MB) that no stage uses
     app = build_app(only)

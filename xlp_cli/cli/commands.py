@@ -13,9 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import os
 import sys
-import traceback
 import typing
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -25,7 +23,10 @@ from typer.core import TyperGroup
 
 from xlp_cli.core import config as cfgmod
 from xlp_cli.cli import typer_plain
-from xlp_cli.core.errors import XlpError, did_you_mean
+from xlp_cli.core.errors import did_you_mean
+from xlp_cli.models.encoding_registry import EncodingFlags
+from xlp_cli.stages import STAGES
+from xlp_cli.stages.exits import parser_errors, run_guarded
 
 typer_plain.install()  # flag values as click parsed them: no pydantic (~0.1 s of every start)
 
@@ -110,14 +111,6 @@ def _param_for(field: dataclasses.Field, tp: Any, defaults: dict[str, Any] | Non
 
 
 # ---------------------------------------------------------------- usage errors: one line, exit 2
-def _parser_errors() -> tuple[type, type, tuple[type, ...]]:
-    """(UsageError, ClickException, abort classes) of the click that typer runs on (typer 0.29 bundles its own)."""
-    mro = {c.__name__: c for c in typer.BadParameter.__mro__}
-    aborts = tuple({typer.Abort, *(c for c in (getattr(sys.modules.get(m), "Abort", None)
-                                              for m in ("click", "click.exceptions")) if c)})
-    return mro["UsageError"], mro["ClickException"], aborts
-
-
 def usage_line(e: Any, fallback: str = "xlp") -> str:
     """One line for a mistake the flag parser found, naming the command, with a "did you mean" for a typo."""
     ctx = getattr(e, "ctx", None)
@@ -147,7 +140,7 @@ def _command_words(group: Any, args: list[str]) -> str:
     return " ".join(words)
 
 
-_USAGE_ERROR, _CLICK_ERROR, _ABORTS = _parser_errors()
+_USAGE_ERROR, _CLICK_ERROR, _ABORTS = parser_errors()
 
 
 class XlpGroup(TyperGroup):
@@ -180,47 +173,6 @@ class XlpGroup(TyperGroup):
         return code
 
 
-def run_guarded(fn: Callable[[], Any]) -> Any:
-    """Run `fn`, turning every failure into one line on stderr and an exit code. XLP_DEBUG=1 shows tracebacks."""
-    try:
-        return fn()
-    except XlpError as e:
-        if os.environ.get("XLP_DEBUG"):
-            traceback.print_exc()
-        typer.echo(f"xlp: error: {e.one_line()}", err=True)
-        raise typer.Exit(e.exit_code)
-    except KeyboardInterrupt:  # `cli.main` says so (also for a Ctrl-C while Typer parses the flags)
-        raise typer.Exit(130)
-    except (typer.Exit, typer.Abort, typer.TyperException, _CLICK_ERROR, *_ABORTS):  # the flag parser's own: XlpGroup
-        # reports its usage errors (typer's vendored click)
-        raise
-    except MemoryError:
-        typer.echo("xlp: error: out of memory; lower the batch size or the number of workers", err=True)
-        raise typer.Exit(1)
-    except OSError as e:  # a full disk or a read-only folder met outside the writers that name their file
-        from xlp_cli.artifacts import write_failed
-
-        err = write_failed(e, e.filename or "?")
-        if err is None:
-            raise _internal(e) from None
-        typer.echo(f"xlp: error: {err.one_line()}", err=True)
-        raise typer.Exit(err.exit_code)
-    except Exception as e:  # a bug, not the user's fault: still one line, with the way to see more
-        raise _internal(e) from None
-
-
-def _internal(e: BaseException) -> typer.Exit:
-    if os.environ.get("XLP_DEBUG"):
-        traceback.print_exception(e)
-    where = ""
-    tb = traceback.extract_tb(e.__traceback__)
-    if tb:
-        where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}"
-    typer.echo(f"xlp: internal error{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-               " (set XLP_DEBUG=1 for the traceback)", err=True)
-    return typer.Exit(1)
-
-
 def _params(config: Any) -> list[inspect.Parameter]:
     """The options of a stage: one per config field (for a task dispatch, the union over its tasks), plus hidden
     ones for renamed keys (`ALIASES`)."""
@@ -231,9 +183,9 @@ def _params(config: Any) -> list[inspect.Parameter]:
         aliases = {k: v for c in classes.values() for k, v in getattr(c, "ALIASES", {}).items()}
     else:
         hints = cfgmod.field_types(config)
-        entries = [(f, hints[f.name], None) for f in dataclasses.fields(config)]
+        entries = [(f, hints[f.name], None) for f in cfgmod.help_order(config)]  # own flags, then the sections'
         aliases = getattr(config, "ALIASES", {})
-    late = _encoding_flag_names()  # the encodings' options (a mixin listed first by dataclasses) go last
+    late = _encoding_flag_names()  # the encoding section (--lang-encoding and the encodings' options) goes last
     entries.sort(key=lambda e: e[0].name in late)
     params = [_param_for(f, tp, defaults) for f, tp, defaults in entries]
     by_name = {f.name: (f, tp) for f, tp, _ in entries}
@@ -243,8 +195,6 @@ def _params(config: Any) -> list[inspect.Parameter]:
 
 
 def _encoding_flag_names() -> set[str]:
-    from xlp_cli.models.encoding_registry import EncodingFlags
-
     return {f.name for f in dataclasses.fields(EncodingFlags)}
 
 
@@ -258,8 +208,6 @@ def build_config(config: Any, config_file: Path | None, flags: dict[str, Any]) -
 
 def stage_command(app: typer.Typer, stage: str) -> None:
     """Register the command of `stages.STAGES[stage]`, built from its config, running its run function."""
-    from xlp_cli.stages import STAGES
-
     spec = STAGES[stage]
     config = _load(spec.config)
     params = _params(config)
@@ -276,7 +224,7 @@ def stage_command(app: typer.Typer, stage: str) -> None:
         def go() -> None:
             cfg = build_config(config, config_file, kwargs)
             summary = _load(spec.run)(cfg)
-            from xlp_cli.core import ui
+            from xlp_cli.core import ui  # (rich: only to print a summary; `xlp text` starts without it)
 
             if as_json:
                 ui.print_json(summary)

@@ -1,4 +1,4 @@
-"""The `xlp` console script. This module imports nothing at load time, so that a Ctrl-C during the first moments
+"""The `xlp` console script. This module imports nothing at load time but the message of core/errors.py, so that a Ctrl-C during the first moments
 (the imports of typer, rich and pyarrow take ~0.6 s) ends with one line and exit 130, never a traceback."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-INTERRUPTED = "xlp: interrupted; rerun the same command to resume\n"
+from xlp_cli.core.errors import INTERRUPTED  # (a module that imports nothing)
 
 
 def main() -> None:
@@ -15,7 +15,7 @@ def main() -> None:
     # 252-258 MB -> 215-225 MB). A value set by the user wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
-        from xlp_cli.cli.app import main as cli_main
+        from xlp_cli.cli.app import main as cli_main  # (after the Ctrl-C handler is in place)
 
         cli_main()
     except KeyboardInterrupt:  # before the command line was parsed (cli.main reports the later ones)

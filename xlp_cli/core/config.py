@@ -2,11 +2,13 @@
 
 One dataclass per stage. Field `foo_bar` is the flag `--foo-bar` and the TOML/recipe key `foo-bar`
 (`foo_bar` is accepted too). Flags override the TOML file; the dataclass holds the defaults.
-Describe a field with `opt(...)` so its help text reaches `--help`.
+Describe a field with `opt(...)` so its help text reaches `--help`. Fields several stages share are declared once,
+in a `Section` the stage configs derive from; a stage with other defaults names them with `@defaults(...)`.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import tomllib
@@ -41,6 +43,90 @@ def opt(default: Any = dataclasses.MISSING, help: str = "", *, argument: bool = 
 
 def flag_name(field_name: str) -> str:
     return field_name.replace("_", "-")
+
+
+# ---------------------------------------------------------------- sections: fields declared once, shared by stages
+class Section:
+    """A group of config fields declared once and embedded in every stage config that needs them: a dataclass
+    that derives from `Section` directly, used as a mixin (`class PretrainConfig(Optimizer, Precision)`), so its
+    fields are flags, TOML and recipe keys of each such stage and `cfg.warmup` reads like any field. A stage whose
+    defaults (or help texts) differ says so with `@defaults(...)`. `--help` lists a class's own flags first, then
+    those of its sections (`help_order`)."""
+
+
+_KEEP = object()  # Default(): no value given
+
+
+@dataclasses.dataclass(frozen=True)
+class Default:
+    """One stage's default of a field it inherits (`@defaults`), with its own help text or choices if given
+    (None: the section's). Without a value the section's default stays."""
+    value: Any = _KEEP
+    help: str | None = None
+    choices: tuple[str, ...] | None = None
+
+
+def defaults(**changes: Any) -> Any:
+    """Class decorator, below `@dataclasses.dataclass`: other defaults for fields the config inherits (from its
+    sections or a common base). A change is a value or a `Default(value, help, choices=...)`. The field keeps its
+    name, type, place and volatile/resumable marks, so a flag cannot drift from the section that declares it:
+
+        @dataclasses.dataclass
+        @defaults(warmup=16_000, clip_norm=Default(5.0, "Clip the gradient norm to this (0: no clipping)."))
+        class PretrainConfig(Optimizer): ...
+    """
+    def apply(cls: type[T]) -> type[T]:
+        if "__dataclass_fields__" in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: put @defaults below @dataclasses.dataclass")
+        inherited: dict[str, tuple[dataclasses.Field, Any]] = {}
+        for base in reversed(cls.__mro__[1:]):  # the nearest base wins, as dataclasses has it
+            if dataclasses.is_dataclass(base):
+                hints = field_types(base)
+                inherited.update({f.name: (f, hints[f.name]) for f in dataclasses.fields(base)})
+        annotations = dict(cls.__dict__.get("__annotations__", {}))
+        for name, change in changes.items():
+            if name not in inherited or name in annotations:
+                raise TypeError(f"{cls.__name__}: @defaults({name}=...) names no inherited field")
+            f, tp = inherited[name]
+            d = change if isinstance(change, Default) else Default(change)
+            meta = {**f.metadata, **{k: v for k, v in (("help", d.help), ("choices", d.choices)) if v is not None}}
+            value = d.value
+            if value is _KEEP:  # the inherited default
+                factory = f.default_factory
+                value = factory() if factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+            if isinstance(value, (list, dict, set)):
+                setattr(cls, name, dataclasses.field(default_factory=lambda v=value: copy.copy(v), metadata=meta))
+            else:
+                setattr(cls, name, dataclasses.field(default=value, metadata=meta))
+            annotations[name] = tp
+        cls.__annotations__ = annotations
+        return cls
+
+    return apply
+
+
+def help_order(cls: type) -> list[dataclasses.Field]:
+    """The fields of a config class in the order `--help` lists them: for each class from the root down, its own
+    fields, then the fields of the sections it derives from (in the order of its bases)."""
+    names: list[str] = []
+
+    def visit(c: type) -> None:
+        bases = [b for b in c.__bases__ if dataclasses.is_dataclass(b)]
+        for base in bases:
+            if Section not in base.__bases__:
+                visit(base)
+        in_sections = {f.name for b in c.__mro__ if Section in b.__bases__ and dataclasses.is_dataclass(b)
+                       for f in dataclasses.fields(b)}
+        own = c.__dict__.get("__dataclass_fields__", {})
+        names.extend(n for n in c.__dict__.get("__annotations__", {}) if n in own and n not in in_sections)
+        for base in bases:
+            if Section in base.__bases__:
+                names.extend(f.name for f in dataclasses.fields(base))
+
+    visit(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    order = list(dict.fromkeys(n for n in names if n in fields))
+    return [fields[n] for n in order] + [f for n, f in fields.items() if n not in order]
 
 
 def _base_type(tp: Any) -> tuple[Any, bool]:
@@ -190,7 +276,7 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config", fl
         name = key.replace("-", "_")
         at = COMMAND_LINE if key in flags else where
         if name in aliases and value is not None:
-            from xlp_cli.core import ui
+            from xlp_cli.core import ui  # (rich: every command reads its config at start-up)
 
             ui.warn(f"{where}: '{flag_name(name)}' is now '{flag_name(aliases[name])}'; please rename it")
             name = aliases[name]

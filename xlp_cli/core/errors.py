@@ -1,12 +1,19 @@
 """The two kinds of failure every stage reports, and how they map to exit codes.
 
-Stages raise these; `cli.py` turns them into one line on stderr and an exit code:
-2 for bad input or usage (the user can fix it), 1 for a failure of the work itself.
+Stages raise these; the command line (`cli/commands.py`) turns them into one line on stderr and an exit code:
+2 for bad input or usage (the user can fix it), 1 for a failure of the work itself, 130 for Ctrl-C (INTERRUPTED).
+This module imports nothing at load time: the console script (`cli/entry.py`) reads INTERRUPTED from it before
+anything else is loaded.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+INTERRUPTED = "xlp: interrupted; rerun the same command to resume\n"
 
 
 class XlpError(Exception):

@@ -1,6 +1,7 @@
 """An xlp encoder as a `trust_remote_code=True` folder: config.json with an `auto_map`, modeling_xlp.py beside it,
-and xlp's own tensor names under `xlp.` (the MLM bias as `pred_bias`). Every encoding is expressed; a VECO
-encoder's cross-attention sub-layers are left out (without a memory stream the encoder never runs them).
+and xlp's own tensor names under `xlp.` (the MLM bias as `pred_bias`). Every encoding whose registry line says
+`hf_remote` (its twin is in modeling_xlp.py) is expressed; a VECO encoder's cross-attention sub-layers are left out
+(without a memory stream the encoder never runs them).
 """
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ from typing import Any
 import torch
 
 from xlp_cli.artifacts import special_ids
+from xlp_cli.models.encoding_registry import spec
 
 MODELING = Path(__file__).with_name("modeling_xlp.py")
 AUTO_MAP = {"AutoConfig": "modeling_xlp.XlpConfig", "AutoModel": "modeling_xlp.XlpModel",
             "AutoModelForMaskedLM": "modeling_xlp.XlpForMaskedLM"}
 
 VOCAB_TENSORS = ("xlp.embed.weight", "pred_bias")  # what tokenizer ids index
+
+
+def why_not(cfg: Any) -> str | None:
+    """None when modeling_xlp.py expresses the encoder `cfg` (a ModelConfig), else the reason."""
+    if not spec(cfg.lang_encoding).hf_remote:
+        return f"modeling_xlp.py has no twin of the {cfg.lang_encoding} encoding (its registry line says hf_remote=False)"
+    return None
 
 
 def config_json(cfg: Any, langs: list[str]) -> dict[str, Any]:

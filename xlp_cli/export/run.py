@@ -23,6 +23,8 @@ from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
 from xlp_cli.export import hf_remote, hf_tokenizer, hf_xlm
 from xlp_cli.export.config import ExportConfig
+from xlp_cli.models import checkpoint as ckpt
+from xlp_cli.bpe.encoder import TextEncoder
 
 STAGE = "export"
 OWNS = ("config.json", "model.safetensors", "modeling_xlp.py", "tokenizer.json", "tokenizer_config.json",
@@ -30,8 +32,6 @@ OWNS = ("config.json", "model.safetensors", "modeling_xlp.py", "tokenizer.json",
 
 
 def _load(run: Path, which: str) -> tuple[Any, Path, dict[str, Any]]:
-    from xlp_cli.models import checkpoint as ckpt
-
     manifest = artifacts.read_manifest(run, stage="pretrain")
     folder = ckpt.checkpoint_dir(run, which)
     model = ckpt.load_model(folder)
@@ -67,13 +67,14 @@ def _readme(stock: bool, reason: str | None, langs: list[str], notes: list[str],
 
 @outdir.scoped
 def run(cfg: ExportConfig) -> dict[str, Any]:
-    from xlp_cli.bpe.encoder import TextEncoder
-
     run_dir, out = Path(cfg.data[0]), Path(cfg.out)
     model, ckpt_dir, run_m = _load(run_dir, cfg.which)
     mcfg = model.config
     reason = "--remote-code was given" if cfg.remote_code else hf_xlm.why_not(mcfg)
     stock = reason is None
+    unexpressed = None if stock else hf_remote.why_not(mcfg)
+    if unexpressed:
+        raise BadInput(f"this model cannot be exported: {reason}, and {unexpressed}", path=run_dir)
     encoder = TextEncoder.from_folder(run_dir)
     config = {k: v for k, v in to_dict(cfg).items() if k not in ("force", "paths", "out")}
     config["checkpoint-sha256"] = artifacts.sha256_file(ckpt_dir / "model.safetensors")

@@ -32,6 +32,10 @@ from safetensors.torch import load_file, save_model as st_save_model
 from xlp_cli import artifacts
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import legacy
+from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
+from xlp_cli.models.factory import build_seq2seq
+from xlp_cli.models.heads import ClassifierConfig, PlugInClassifier, SequenceClassifier, TokenClassifier
+from xlp_cli.models.seq2seq import Seq2SeqConfig
 
 FORMAT_VERSION = 2
 WEIGHTS, CONFIG, STATE, META = "model.safetensors", "model.json", "state.pt", "meta.json"
@@ -51,10 +55,6 @@ def model_json(model: torch.nn.Module) -> dict[str, Any]:
 
 def _kinds() -> dict[str, Callable[[dict[str, Any]], torch.nn.Module]]:
     """How each model kind is rebuilt from its model.json (a new kind of model is one line here)."""
-    from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
-    from xlp_cli.models.factory import build_seq2seq
-    from xlp_cli.models.heads import ClassifierConfig, PlugInClassifier, SequenceClassifier, TokenClassifier
-    from xlp_cli.models.seq2seq import Seq2SeqConfig
 
     return {
         "encoder": lambda d: TransformerEncoder(ModelConfig.from_dict(d)),

@@ -33,7 +33,7 @@ from xlp_cli.models.presets import ENCODER_PRESETS as PRESETS, PresetConfig
 class ModelConfig(PresetConfig):
     vocab_size: int
     langs: list[str] = field(default_factory=list)
-    lang_encoding: str = "additive"
+    lang_encoding: str = "additive"  # a bare config is XLM's model; stages pass theirs (DEFAULT_ENCODING: xlp)
     encoding_options: dict[str, Any] = field(default_factory=dict)
     n_layers: int = 2
     d_model: int = 32

@@ -14,6 +14,9 @@ Capabilities
     prefix_slots(options)   positions it prepends to a sequence (0 or 1)
     hf_xlm                  transformers' stock XLM model expresses it (`xlp export`); hf_xlm_langs: with its
                             language embeddings (else the exported model gets none)
+    hf_remote               `export/modeling_xlp.py` (the self-contained trust_remote_code model of `xlp export`)
+                            has its twin; False: `xlp export` refuses a model that stock XLM does not express
+                            (tests/test_export.py checks that the twins and this flag agree)
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import Section, opt
 from xlp_cli.core.errors import BadInput
 
 
@@ -57,6 +60,7 @@ class EncodingSpec:
     state_keys: tuple[str, ...] = ()           # model-config entries the module fills in (shapes), not flags
     hf_xlm: bool = False                       # `xlp export` can write a stock XLMWithLMHeadModel folder
     hf_xlm_langs: bool = False                 # ... whose language embeddings are this encoding's
+    hf_remote: bool = True                     # export/modeling_xlp.py has a twin of the encoding
 
     @property
     def needs_vocab_scores(self) -> bool:
@@ -90,6 +94,9 @@ ENCODINGS: dict[str, EncodingSpec] = {
 }
 ENCODING_NAMES: tuple[str, ...] = tuple(ENCODINGS)
 TARGET_ENCODINGS: tuple[str, ...] = tuple(n for n, s in ENCODINGS.items() if s.marks_target)
+# THE default language encoding: of every stage's --lang-encoding (the encoding section below) and of
+# `Seq2SeqConfig`. docs/encodings.md ("The default") says why it is xlp, and why a bare `ModelConfig` stays additive.
+DEFAULT_ENCODING = "xlp"
 
 
 def spec(name: str) -> EncodingSpec:
@@ -117,8 +124,13 @@ def _all_option_fields() -> list[tuple[str, Any, dataclasses.Field]]:
     return list(seen.values())
 
 
-# Every encoding's flags in one mixin: a stage config that builds models inherits it, so a new encoding's options
-# become flags (and TOML/recipe keys) of `xlp pretrain` and `xlp finetune --task translation` by themselves.
-EncodingFlags = dataclasses.make_dataclass("EncodingFlags", _all_option_fields())
+# The encoding section: --lang-encoding and every encoding's flags in one mixin. A stage config that builds models
+# derives from it, so a new encoding's options become flags (and TOML/recipe keys) of `xlp pretrain` and
+# `xlp finetune --task translation/unmt` by themselves; translation and UNMT narrow the choices with `@defaults`.
+EncodingFlags = dataclasses.make_dataclass("EncodingFlags", [
+    ("lang_encoding", str, opt(DEFAULT_ENCODING, "How the language is given to the model.", choices=ENCODING_NAMES)),
+    *_all_option_fields(),
+], bases=(Section,))
 EncodingFlags.__module__ = __name__
-EncodingFlags.__doc__ = "The options of every registered language encoding (flags of the stages that build models)."
+EncodingFlags.__doc__ = ("The encoding section: --lang-encoding and the options of every registered language "
+                         "encoding (flags of the stages that build models).")

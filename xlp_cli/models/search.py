@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from xlp_cli.models.blocks import reorder_cache
 from xlp_cli.models.seq2seq import BOS, EOS, PAD, Seq2Seq
+from xlp_cli.models.seq2seq import targets
 
 
 @dataclasses.dataclass
@@ -169,7 +170,6 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lang: torch.Tensor, tgt_l
 def score_hypothesis(model: Seq2Seq, src: torch.Tensor, src_lang: torch.Tensor, tgt: torch.Tensor,
                      tgt_lang: torch.Tensor) -> torch.Tensor:
     """Sum of log p(y_i | y_<i, x) over `y </s>` for right-padded targets `tgt` [B, T] (forced decoding)."""
-    from xlp_cli.models.seq2seq import targets
 
     model.eval()
     logits = model(src, src_lang, tgt, tgt_lang)

@@ -38,11 +38,12 @@ from torch import nn
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.blocks import Block, reorder_cache  # noqa: F401  (reorder_cache: used by search.py)
-from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, spec as encoding_spec
+from xlp_cli.models.encoding_registry import DEFAULT_ENCODING, TARGET_ENCODINGS, spec as encoding_spec
 from xlp_cli.models.encodings import build_encoding
 from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS, PresetConfig
 from xlp_cli.models.veco import tie_self_attention
 from xlp_cli.artifacts.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
+from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 
 ARCHS = ("transformer", "interlingua")
 
@@ -52,7 +53,7 @@ class Seq2SeqConfig(PresetConfig):
     vocab_size: int
     langs: list[str]
     arch: str = "transformer"
-    lang_encoding: str = "xlp"
+    lang_encoding: str = DEFAULT_ENCODING
     encoding_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     d_model: int = 512
     enc_layers: int = 6
@@ -164,7 +165,6 @@ class Seq2Seq(nn.Module):
         self.xlm_encoder = None
         if cfg.encoder_kind == "xlm":
             if pretrained_encoder is None:  # shapes only; weights come from the checkpoint
-                from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 
                 pretrained_encoder = TransformerEncoder(ModelConfig.from_dict(cfg.encoder_config or {}))
             self.xlm_encoder = pretrained_encoder

@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 
 from xlp_cli.artifacts.special_ids import PAD
+from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 
 
 @dataclasses.dataclass
@@ -86,7 +87,6 @@ def plug_out(model: nn.Module) -> nn.Module:
     fine-tuning, VECO 3.1); any other encoder is returned as it is."""
     if not is_veco(model):
         return model
-    from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 
     plain = TransformerEncoder(ModelConfig.from_dict({**model.config.to_dict(), "cross_attention": False}))
     plain.load_state_dict(_plain_state(model.state_dict()), strict=True)

@@ -8,6 +8,8 @@ from pathlib import Path
 from xlp_cli.core.config import FORCE_HELP, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources import NAMES as SOURCES
+from xlp_cli.text.langs import base_lang, is_known
+from xlp_cli.text.tokenize import SEGMENTED
 
 LOWERCASE_MODES = ("xlm", "safe", "none")
 ENGINES = ("local", "ray")
@@ -55,7 +57,6 @@ class PrepareConfig:
     def validate(self) -> None:
         if self.workers < 1:
             raise BadInput("--workers must be at least 1")
-        from xlp_cli.text.langs import is_known
 
         for lang in self.lang:
             if not is_known(lang):
@@ -98,8 +99,6 @@ class PrepareConfig:
         step of the work is native (no Wikipedia wikitext conversion, no zh/th segmenter, known languages)."""
         if self.worker_mode != "auto":
             return self.worker_mode == "threads"
-        from xlp_cli.text.langs import base_lang
-        from xlp_cli.text.tokenize import SEGMENTED
 
         segmented = self.tokenize != "none" and any(base_lang(lang) in SEGMENTED for lang in self.lang)
         return self.source != "wikipedia" and bool(self.lang) and not segmented

@@ -36,6 +36,7 @@ from pathlib import Path
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.prepare.config import PrepareConfig
+from xlp_cli.artifacts import write_json_atomic
 
 WIKIMEDIA = "https://dumps.wikimedia.org"
 OPUS_STORAGE = "https://object.pouta.csc.fi"
@@ -240,6 +241,4 @@ def _already_verified(final: Path, note: Path, expected: str | None) -> bool:
 
 
 def _write_note(note: Path, final: Path, expected: str | None) -> None:
-    from xlp_cli.artifacts import write_json_atomic
-
     write_json_atomic(note, {"size": final.stat().st_size, "expected": expected})

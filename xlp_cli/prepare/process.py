@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from xlp_cli import artifacts
 from xlp_cli.prepare.records import RecordProblem
 from xlp_cli.text.pipeline import TextPipeline
+from xlp_cli.text.native import module
 
 _PIPE: TextPipeline | None = None
 _LIMITS: tuple[int, int] = (1, 0)
@@ -189,14 +190,10 @@ _LENGTH_PROBLEMS = (None, "empty", "too_short", "too_long")  # the codes of `len
 
 
 def _native_length_problems() -> Any:
-    from xlp_cli.text.native import module
-
     return module().length_problems
 
 
 def _native_hashes() -> Any:
-    from xlp_cli.text.native import module
-
     return module().record_hashes
 
 

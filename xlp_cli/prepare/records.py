@@ -133,7 +133,7 @@ class ErrorPolicy:
 
     def warn(self, message: str) -> None:
         """Something the manifest must record (e.g. a truncated dump whose complete pages were kept)."""
-        from xlp_cli.core import ui
+        from xlp_cli.core import ui  # (rich: prepare's config reads this module at CLI start-up)
 
         self.warnings.append(message)
         ui.warn(message)

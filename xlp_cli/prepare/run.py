@@ -53,6 +53,14 @@ from xlp_cli.prepare.report import (  # noqa: F401 (print_summary: the CLI's)
 )
 from xlp_cli.prepare.sentence_groups import split_plan, unpair_plan
 from xlp_cli.prepare.splits import folder_ok, split_bytes
+from xlp_cli.prepare.sources import expand_inputs, plan_splits, read_split
+from xlp_cli.prepare.engine_local import LocalEngine, WORKER_DIED
+from xlp_cli.prepare.download import download
+from xlp_cli.prepare.engine_ray import RayEngine
+from xlp_cli.bpe.ray_apply import runner as ray_runner
+from xlp_cli.bpe import run as bpe_run
+from xlp_cli.bpe.alongside import IdsAlongside
+from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 
 STAGE = "prepare"
 _WORK = ".work"
@@ -126,8 +134,6 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         facts = _manifest_facts(inputs)
         sink = None  # the id shards made along the text shards (bpe/alongside.py)
         if loaded is not None:
-            from xlp_cli.bpe.alongside import IdsAlongside
-
             sink = cluster.enter_context(IdsAlongside(loaded, work / _STAGED, cfg.workers))
         stats = _process(cfg, inputs, errors, work, _pipe_config(config), sink)
         counts, shards, dropped = stats["finalized"]
@@ -187,14 +193,9 @@ def missing_langs(requested: list[str], counts: dict[str, dict[str, int]]) -> li
 
 def _inputs(cfg: PrepareConfig) -> list[Path]:
     if cfg.download:
-        try:
-            from xlp_cli.prepare.download import download
-        except ModuleNotFoundError as e:
-            raise WorkFailed(f"--download is not available in this build ({e})") from None
         return [Path(p) for p in download(cfg)]
     if not cfg.inputs:
         return []
-    from xlp_cli.prepare.sources import expand_inputs
 
     return expand_inputs(cfg.inputs)
 
@@ -234,10 +235,7 @@ def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = Fa
 # ---------------------------------------------------------------- processing + finalizing
 def _engine(cfg: PrepareConfig, work: Path, opts: SourceOptions, size: int, init_args: tuple):
     if cfg.engine == "ray":
-        from xlp_cli.prepare.engine_ray import RayEngine
-
         return RayEngine(work, opts, cfg.on_error, size, init_args, cfg.ray_address)
-    from xlp_cli.prepare.engine_local import LocalEngine
 
     return LocalEngine(work, opts, cfg.on_error, size, cfg.workers, init_args, threads=cfg.uses_threads())
 
@@ -247,7 +245,6 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order (`sink`:
     given every row group of the text shards, bpe/alongside.py).
     Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
-    from xlp_cli.prepare.sources import plan_splits, read_split
 
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
@@ -306,7 +303,6 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     except BrokenProcessPool:
         if fin is not None:
             fin.abort()
-        from xlp_cli.prepare.engine_local import WORKER_DIED
 
         raise WorkFailed(WORKER_DIED) from None
     except BaseException:
@@ -351,11 +347,6 @@ def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
     step starts, as before. Else None (worker processes are forked as the text step starts: no thread runs then)."""
     if not cfg.bpe_from or cfg.bpe_codes or cfg.engine != "local" or not cfg.uses_threads():
         return None
-    try:
-        from xlp_cli.bpe import run as bpe_run
-        from xlp_cli.bpe.config import BpeApplyConfig
-    except ModuleNotFoundError:
-        return None  # (_bpe_steps says why)
     src = Path(cfg.bpe_from)
     return bpe_run.load_early(BpeApplyConfig(data=[src] if src.is_dir() else [out], out=layout.sibling(out, "ids"),
                                              codes=None if src.is_dir() else src))
@@ -363,12 +354,6 @@ def _load_tokenizer_early(cfg: PrepareConfig, out: Path) -> Any:
 
 def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: Any = None,
                made: Any = None) -> dict[str, Any]:
-    try:
-        from xlp_cli.bpe import run as bpe_run
-        from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
-    except ModuleNotFoundError as e:
-        raise WorkFailed(f"BPE inside prepare is not available: the bpe stage is missing ({e}); "
-                         "run `xlp bpe learn` / `xlp bpe apply` on this folder instead") from None
     data = [out]
     apply_kwargs: dict[str, Any] = {"force": cfg.force, "workers": max(1, cfg.workers)}
     bpe_dir, ids_dir = layout.sibling(out, "bpe"), layout.sibling(out, "ids")  # siblings: each stands alone
@@ -384,7 +369,6 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: 
             apply_kwargs["codes"] = src
     runner = None
     if cfg.engine == "ray":  # one Ray task per text shard (bpe/ray_apply.py); learning stays on the driver
-        from xlp_cli.bpe.ray_apply import runner as ray_runner
 
         runner = ray_runner(cfg.ray_address)
     bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded, made)

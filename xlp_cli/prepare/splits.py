@@ -29,6 +29,9 @@ from xlp_cli.prepare.records import (CollectedErrors, ErrorPolicy, Mono, Pair, R
                                      Split)
 from xlp_cli.prepare.sentence_groups import unpair, with_group_u
 from xlp_cli.text.langs import safe_folder_name
+from xlp_cli.prepare.sources._files import bytes_read
+from xlp_cli.prepare.sources import read_split, read_tasks
+from xlp_cli.prepare.workdir import chunk_path
 
 # how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
 # paragraph per 220-1,100 characters of wikitext)
@@ -44,7 +47,6 @@ def split_bytes(split: Split) -> int:
 
 def read_bytes(split: Split) -> int | None:
     """How many of the split's bytes this process's reader has consumed (None: unknown now)."""
-    from xlp_cli.prepare.sources._files import bytes_read
 
     n = bytes_read(split.paths, split.start if split.kind == "range" else 0)
     return None if n is None else max(0, min(n, split_bytes(split)))
@@ -93,7 +95,6 @@ def cut(split: Split, opts: SourceOptions, on_error: str, size: int, start: int 
         ) -> Iterator[tuple[list[tuple], int, dict[str, Any]]]:
     """(tasks, records, extra metadata) per chunk of the split, skipping its first `start` records (finished
     by an interrupted run). The last chunk has `tail` (and `fatal` if a problem stopped the reader)."""
-    from xlp_cli.prepare.sources import read_split, read_tasks
 
     errors = CollectedErrors(on_error)
     facts: dict[str, Any] = {}
@@ -187,7 +188,6 @@ def run_split(split: Split, opts: SourceOptions, on_error: str, size: int, start
 def run_split_to_files(job: tuple[int, Split, int, int], work: str, opts: SourceOptions, on_error: str,
                        size: int) -> list[dict[str, Any]]:
     """`run_split` in a local worker process: chunk files in `work`; returns the chunks' metadata."""
-    from xlp_cli.prepare.workdir import chunk_path
 
     s, split, start_chunk, start = job
     metas: list[dict[str, Any]] = []

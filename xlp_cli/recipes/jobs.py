@@ -25,6 +25,7 @@ from typing import Any, Callable
 from xlp_cli import stages
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput, WorkFailed
+from xlp_cli.stages.exits import run_guarded
 
 ERROR_PREFIX = "xlp: error: "
 
@@ -34,9 +35,6 @@ def _child(run_path: str, cfg: Any, log: str) -> None:
     import sys
 
     import typer
-
-    from xlp_cli import stages
-    from xlp_cli.cli.commands import run_guarded
 
     os.environ.pop("XLP_QUIET", None)  # the log always gets the stage's progress lines (XLP_QUIET is for terminals)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
@@ -78,7 +76,7 @@ def _waits_for(nid: str, plan: list[str], nodes: dict[str, Any]) -> set[str]:
 
 
 def skip(nid: str, node: Any) -> None:
-    """A finished stage is not run again; its `tidy` hook (stages.py) removes what a killed run left behind."""
+    """A finished stage is not run again; its `tidy` hook (stages/__init__.py) removes what a killed run left behind."""
     node.status = "skipped (done)"
     tidy = stages.STAGES[node.stage].tidy
     if tidy:

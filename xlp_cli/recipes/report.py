@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli.core import ui
+from xlp_cli.evaluate.run import print_summary as eval_summary
 
 
 def report_of(folder: Path) -> Path | None:
@@ -34,8 +35,6 @@ def print_summary(summary: dict[str, Any]) -> None:
     ui.out.print(t)
     ui.out.print(f"total {summary['seconds']:.1f} s")
     if summary.get("comparison"):
-        from xlp_cli.evaluate.run import print_summary as eval_summary
-
         eval_summary(summary["comparison"])
     if summary.get("reports"):
         ui.out.print("reports:\n" + "\n".join(f"  {r}" for r in summary["reports"]), markup=False)

@@ -34,7 +34,7 @@ from xlp_cli.core.config import opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks import TASKS
 
-ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages.py)
+ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages/__init__.py)
 STAGES = {n: stages.STAGES[n] for n in ORDER}
 RECIPE_KEYS = ("out", "title")
 PATH_KEYS = {"out", "data"}

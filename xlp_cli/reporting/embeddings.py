@@ -24,6 +24,7 @@ from xlp_cli import artifacts
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.checkpoint import checkpoint_dir, load_model
 from xlp_cli.models.encoder import TransformerEncoder
+from xlp_cli.bpe.encoder import TextEncoder
 
 UNK_INDEX = 3
 
@@ -50,7 +51,6 @@ class LoadedRun:
 def load_run(folder: Path, name: str, which: str) -> LoadedRun:
     """A pre-trained encoder with its text codec: an `xlp pretrain` run (MLM: its model; MASS: the encoder of its
     encoder-decoder) or an `xlp finetune --task unmt` run (the encoder of its first seed's model)."""
-    from xlp_cli.bpe.encoder import TextEncoder
 
     folder = Path(folder)
     m = artifacts.read_manifest(folder)

@@ -33,9 +33,9 @@ TASKS: dict[str, TaskSpec] = {
     "xnli": TaskSpec(
         "XNLI: train on English MultiNLI (or translate-train), test on 15 languages; accuracy and transfer gap",
         finetune=("xlp_cli.tasks.xnli.config:XnliConfig", "xlp_cli.tasks.xnli.finetune:run"),
-        evaluate=("xlp_cli.tasks.xnli.config:XnliEvalConfig", "xlp_cli.tasks.xnli.scores:run"),
+        evaluate=("xlp_cli.tasks.xnli.config:XnliEvalConfig", "xlp_cli.tasks.xnli.evaluate:run"),
         finetune_summary="xlp_cli.tasks.xnli.finetune:print_summary",
-        evaluate_summary="xlp_cli.tasks.xnli.scores:print_summary"),
+        evaluate_summary="xlp_cli.tasks.xnli.evaluate:print_summary"),
     "pos": TaskSpec(
         "UD POS tagging: train on English, tag every UD language zero-shot (XTREME); word accuracy and transfer gap",
         finetune=("xlp_cli.tasks.pos.config:PosConfig", "xlp_cli.tasks.pos.finetune:run"),
@@ -48,7 +48,7 @@ TASKS: dict[str, TaskSpec] = {
         evaluate_summary="xlp_cli.tasks.retrieval.scores:print_summary", evaluate_reads=("pretrain",)),
     "xtreme": TaskSpec(
         "one report: XNLI, POS and retrieval of several runs side by side (mean ± std over seeds, marked differences)",
-        evaluate=("xlp_cli.tasks.xtreme:XtremeConfig", "xlp_cli.tasks.xtreme:run"),
+        evaluate=("xlp_cli.tasks.evaluate_configs:XtremeConfig", "xlp_cli.tasks.xtreme:run"),
         evaluate_summary="xlp_cli.tasks.xtreme:print_summary", evaluate_reads=("finetune", "pretrain")),
     "translation": TaskSpec(
         "multilingual translation (transformer or interlingua) on parallel id shards; BLEU",
@@ -63,15 +63,15 @@ TASKS: dict[str, TaskSpec] = {
         finetune_summary="xlp_cli.tasks.unmt.finetune:print_summary", starts_from="ids"),
     "lexicon": TaskSpec(
         "bilingual-dictionary cosine and P@1/P@5 of pre-trained embeddings (VLE Table 2)",
-        evaluate=("xlp_cli.tasks.lexicon:LexiconConfig", "xlp_cli.tasks.lexicon:run"),
+        evaluate=("xlp_cli.tasks.evaluate_configs:LexiconConfig", "xlp_cli.tasks.lexicon:run"),
         evaluate_summary="xlp_cli.tasks.lexicon:print_summary", evaluate_reads=("pretrain",)),
     "analysis": TaskSpec(
         "XLP Fig. 2/4/5 and VLE Fig. 2 of pre-trained runs, as PNG and numbers",
-        evaluate=("xlp_cli.tasks.analysis:AnalysisConfig", "xlp_cli.tasks.analysis:run"),
+        evaluate=("xlp_cli.tasks.evaluate_configs:AnalysisConfig", "xlp_cli.tasks.analysis:run"),
         evaluate_reads=("pretrain",)),
     "claims": TaskSpec(
         "the XLP/VLE papers' claims tested over seeds (paired t-test) on XNLI fine-tunings of pre-training runs",
-        evaluate=("xlp_cli.tasks.claims:ClaimsConfig", "xlp_cli.tasks.claims:run"),
+        evaluate=("xlp_cli.tasks.evaluate_configs:ClaimsConfig", "xlp_cli.tasks.claims:run"),
         evaluate_summary="xlp_cli.tasks.claims:print_summary"),
 }
 
@@ -106,7 +106,7 @@ def print_finetune_summary(summary: dict[str, Any]) -> None:
 
 
 def print_summary(command: str, summary: dict[str, Any]) -> None:
-    from xlp_cli.core import ui
+    from xlp_cli.core import ui  # (rich: the registry is read at CLI start-up)
 
     task = summary.get("task")
     printer = getattr(TASKS[task], f"{command}_summary") if task in TASKS else None

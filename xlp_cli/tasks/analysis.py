@@ -19,7 +19,6 @@ from the smallest to the largest off-diagonal value (recorded as `color_scale`):
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from pathlib import Path
@@ -30,10 +29,10 @@ import numpy as np
 from xlp_cli import artifacts
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.core.config import opt
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import order_langs
-from xlp_cli.tasks.common import EvaluateCommon
+from xlp_cli.tasks.evaluate_configs import AnalysisConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
+from xlp_cli.reporting.embeddings import cosine_matrix, load_run, subword_ids, word_vectors
 
 if TYPE_CHECKING:  # torch is imported when a figure is made, not when the CLI lists the task's flags
     from xlp_cli.reporting.embeddings import LoadedRun
@@ -48,18 +47,6 @@ def _no_grad(fn: Any) -> Any:
             return fn(*args, **kwargs)
     return wrapped
 
-TOPIC_WORDS = ["happy", "glad", "sad", "car", "plane", "bike", "meat", "food", "rice"]
-
-
-@dataclasses.dataclass
-class AnalysisConfig(EvaluateCommon):
-    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
-    words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
-                           help="analysis: English words for the 15x15 language similarity (XLP Fig. 4).")
-    topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
-    sentence: str = opt("the cat sat on the mat because it was tired .",
-                        help="analysis: English sentence for the word-language correlation terms (XLP Fig. 2, Eq. 3).")
-    head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.")
 
 
 def color_scale(matrix: np.ndarray) -> tuple[float, float]:
@@ -106,8 +93,6 @@ def _heatmap(matrix: np.ndarray, labels: list[str], title: str, path: Path) -> t
 
 
 def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
-    from xlp_cli.reporting.embeddings import cosine_matrix, word_vectors
-
     langs = order_langs(run.langs)
     res: dict[str, Any] = {"langs": langs, "words": {}}
     first_png = None
@@ -134,8 +119,6 @@ def fig4(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
 
 
 def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
-    from xlp_cli.reporting.embeddings import cosine_matrix, word_vectors
-
     v, cov = word_vectors(run, words, "en", kind="encoded", encode_as="en")
     keep = [i for i, c in enumerate(cov) if c]
     if len(keep) < 2:
@@ -155,8 +138,6 @@ def fig5(run: LoadedRun, words: list[str], out: Path) -> dict[str, Any]:
 @_no_grad
 def fig2(run: LoadedRun, sentence: str, head: int, out: Path) -> dict[str, Any]:
     import torch
-
-    from xlp_cli.reporting.embeddings import subword_ids
 
     enc = run.model.lang_encoding
     lang_table = getattr(enc, "lang_emb", None)
@@ -217,8 +198,6 @@ def vle_contributions(run: LoadedRun, out: Path) -> dict[str, Any]:
 
 def run(cfg: AnalysisConfig) -> dict[str, Any]:
     import torch
-
-    from xlp_cli.reporting.embeddings import load_run
 
     names = cfg.name or []
     runs = []

@@ -17,7 +17,6 @@ and tests each claim with a one-sided paired t-test over seeds (pairs: equal pre
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import platform
@@ -28,15 +27,15 @@ import numpy as np
 
 from xlp_cli import artifacts
 from xlp_cli.core import ui
-from xlp_cli.core.config import opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
-from xlp_cli.tasks.analysis import TOPIC_WORDS, fig4, fig5
-from xlp_cli.tasks.common import EvaluateCommon
+from xlp_cli.tasks.analysis import fig4, fig5
+from xlp_cli.tasks.evaluate_configs import ClaimsConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
 from xlp_cli.tasks.lexicon import read_dictionary, score_pairs
 from xlp_cli.tasks.xnli import scores as xnli
 from xlp_cli.tasks.xnli.report import read_valid_curve
+from xlp_cli.reporting.embeddings import load_run
 
 # (claim, paper, metric, configuration, baseline, +1: the configuration's value is claimed higher / -1 lower)
 CLAIMS = [
@@ -48,18 +47,6 @@ CLAIMS = [
     ("VLE aligns dictionary pairs better", "VLE Table 2", "dict_cos", "vle", "additive", +1),
     ("VLE improves XNLI transfer accuracy", "VLE (XNLI, not in the paper's tables)", "xnli_avg", "vle", "additive", +1),
 ]
-
-
-@dataclasses.dataclass
-class ClaimsConfig(EvaluateCommon):
-    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
-    dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
-    dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
-    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
-    words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
-                           help="analysis: English words for the language similarity (XLP Fig. 4).")
-    topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
-    alpha: float = opt(0.05, "claims: significance level of the one-sided paired t-test over seeds.")
 
 
 # ---------------------------------------------------------------- statistics
@@ -120,7 +107,6 @@ def measure(cfg: ClaimsConfig, ft: Path, pre: Path, dict_dir: Path, out: Path, l
     m: dict[str, Any] = {"xnli_avg": float(np.mean(list(per_lang.values()))), "xnli": per_lang}
     if "en" in per_lang and others:
         m["xnli_gap"] = per_lang["en"] - float(np.mean(others))
-    from xlp_cli.reporting.embeddings import load_run  # (torch: not at CLI start-up)
 
     loaded = load_run(pre, label, cfg.which)
     cos = []

@@ -13,12 +13,16 @@ from typing import Any
 
 from xlp_cli.core import config as cfgmod
 from xlp_cli import tasks as registry
-from xlp_cli.core.config import AMP_CHOICES, FORCE_HELP, opt
+from xlp_cli.core.config import FORCE_HELP, opt
 from xlp_cli.core.errors import BadInput, did_you_mean
+from xlp_cli.train.sections import Optimizer, Precision, Runtime
+from xlp_cli import tasks
 
 
 @dataclasses.dataclass
-class FinetuneCommon:
+class FinetuneCommon(Optimizer, Precision, Runtime):
+    """What every fine-tuning task shares: these fields, and the sections of `train/sections.py` (--warmup,
+    --weight-decay, --clip-norm; --amp; --device, --threads). A task with other defaults names them in `@defaults`."""
     task: str = opt("xnli", "Fine-tuning task (the registry in xlp_cli/tasks).", choices=registry.names("finetune"))
     data: list[Path] = opt(factory=list, help="Input folders (xnli: the `xlp pretrain` run; translation: the `xlp bpe apply` output).")
     out: Path = opt(Path("out/finetune"), "Output folder.")
@@ -28,12 +32,6 @@ class FinetuneCommon:
     lr: list[float] = opt(factory=list, help="Learning rate(s) (empty: the task's default).")
     epochs: int = opt(3, "Passes over the training set.")
     max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).")
-    warmup: int = opt(4000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).")
-    clip_norm: float = opt(5.0, "Gradient clipping norm (0: off).")
-    amp: str = opt("auto", "Mixed precision on GPU (auto: bf16 if supported, else fp16 with loss scaling; CPU: fp32).",
-                   choices=AMP_CHOICES)
-    device: str = opt("auto", "Device: auto (cuda when available), cpu, cuda or cuda:N.", volatile=True)
-    threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
     log_every: int = opt(50, "Log the training loss every N steps (metrics.jsonl).", volatile=True)
     force: bool = opt(False, FORCE_HELP, volatile=True)
 
@@ -44,8 +42,7 @@ class FinetuneCommon:
             raise BadInput("--lr values must be positive numbers")
         if self.epochs < 1 and self.max_steps < 1:
             raise BadInput("give --epochs >= 1 or --max-steps >= 1")
-        if self.warmup < 0:
-            raise BadInput("--warmup must be >= 0")
+        self.check_optimizer()
         if self.log_every < 1:
             raise BadInput("--log-every must be at least 1")
 
@@ -69,7 +66,7 @@ def print_seed_table(title: str, langs: list[str], by_seed: dict[str, dict[str, 
 
     from rich.table import Table
 
-    from xlp_cli.core import ui
+    from xlp_cli.core import ui  # (rich: not at CLI start-up, where this module is read for the flags)
 
     t = Table(title=title)
     t.add_column("seed")
@@ -111,8 +108,6 @@ class TaskDispatch:
     command: str   # "finetune" or "evaluate"
 
     def classes(self) -> dict[str, type]:
-        from xlp_cli import tasks
-
         return tasks.config_classes(self.command)
 
     def default_task(self) -> str:
@@ -137,11 +132,12 @@ class TaskDispatch:
         return cfgmod.from_dict(cls, {**values, "task": task}, where=where, flags=flags)
 
     def fields(self) -> list[tuple[dataclasses.Field, Any, list[str]]]:
-        """The union of the tasks' fields: (field, type, the tasks that have it), first occurrence wins."""
+        """The union of the tasks' fields: (field, type, the tasks that have it), first occurrence wins (each
+        class in `--help` order: `config.help_order`)."""
         seen: dict[str, tuple[dataclasses.Field, Any, list[str]]] = {}
         for task, cls in self.classes().items():
             hints = cfgmod.field_types(cls)
-            for f in dataclasses.fields(cls):
+            for f in cfgmod.help_order(cls):
                 if f.name in seen:
                     seen[f.name][2].append(task)
                 else:
@@ -149,5 +145,5 @@ class TaskDispatch:
         return list(seen.values())
 
 
-FINETUNE = TaskDispatch("finetune")   # the config of `xlp finetune` (stages.py)
+FINETUNE = TaskDispatch("finetune")   # the config of `xlp finetune` (stages/__init__.py)
 EVALUATE = TaskDispatch("evaluate")   # the config of `xlp evaluate`

@@ -26,6 +26,8 @@ from xlp_cli.models.veco import is_veco, plug_out
 from xlp_cli.train import engine
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime
+from xlp_cli.bpe.encoder import TextEncoder
+from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier
 
 
 def fmt_number(v: float) -> str:
@@ -49,8 +51,6 @@ class Pretrained:
         self._check_vocabulary()
 
     def _text_encoder(self):
-        from xlp_cli.bpe.encoder import TextEncoder
-
         return TextEncoder.from_folder(self.run)
 
     def _check_vocabulary(self) -> None:
@@ -81,8 +81,6 @@ class Pretrained:
         return head(plug_out(encoder), dropout=dropout, **kw).to(device)
 
     def new_classifier(self, dropout: float, device: torch.device, veco: str = "plug-out") -> torch.nn.Module:
-        from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier
-
         if veco == "plug-in":  # VECO plug-in: the encoder keeps its cross-attention
             return PlugInClassifier(ckpt.load_pretrained(self.run, self.which), dropout=dropout).to(device)
         return self.new_head(SequenceClassifier, dropout, device)

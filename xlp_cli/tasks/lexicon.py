@@ -23,28 +23,13 @@ import numpy as np
 from xlp_cli import artifacts
 from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.core.config import opt
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import order_langs
-from xlp_cli.tasks.common import EvaluateCommon
+from xlp_cli.tasks.evaluate_configs import LexiconConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
+from xlp_cli.reporting.embeddings import cosine_matrix, load_run, word_vectors
 
 if TYPE_CHECKING:  # the config is read by `xlp --help`: torch and the models are imported only to run
     from xlp_cli.reporting.embeddings import LoadedRun
-
-
-@dataclasses.dataclass
-class LexiconConfig(EvaluateCommon):
-    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
-    dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
-    dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
-    embedding: str = opt("raw", "lexicon: raw word embeddings (VLE 4.6) or encoded (after each language's encoding).",
-                         choices=("raw", "encoded"))
-    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.max_pairs < 0:
-            raise BadInput("--max-pairs must be >= 0")
 
 
 @dataclasses.dataclass
@@ -94,8 +79,6 @@ def read_dictionary(path: Path, max_pairs: int = 0) -> Dictionary:
 
 
 def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: str) -> dict[str, Any]:
-    from xlp_cli.reporting.embeddings import cosine_matrix, word_vectors
-
     src_words = sorted({s for s, _ in pairs})
     tgt_words = sorted({t for _, t in pairs})
     sv, sc = word_vectors(run, src_words, lang, kind=kind)
@@ -129,8 +112,6 @@ def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: s
 
 
 def run(cfg: LexiconConfig) -> dict[str, Any]:
-    from xlp_cli.reporting.embeddings import load_run
-
     dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
     if not dict_dir.is_dir():
         raise BadInput("no dictionary folder (give --dict-dir)", path=dict_dir)

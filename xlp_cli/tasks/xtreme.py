@@ -25,25 +25,22 @@ from typing import Any
 
 from xlp_cli import artifacts
 from xlp_cli.core import config as cfgmod
-from xlp_cli.core.config import opt
 from xlp_cli.core.errors import BadInput
-from xlp_cli.tasks.common import EvaluateCommon
-from xlp_cli.tasks.retrieval.config import RetrievalOptions
+from xlp_cli.tasks.evaluate_configs import XtremeConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
+from xlp_cli.models import hf_folder
+from xlp_cli.tasks.xnli.scores import collect, default_name, fmt_cell, score
+from xlp_cli.tasks.pos.scores import scores_of as pos_scores
+from xlp_cli.tasks.retrieval.scores import measure_runs, table_rows as retrieval_rows, tables
+from xlp_cli.reporting.figures import pyplot, save_png
+from xlp_cli.reporting.render import html_page, markdown_table
+from xlp_cli.tasks.xnli.report import plot_accuracy, table_rows
+from xlp_cli.core import ui
 
 NOTE = ("One row per run. XNLI and POS: test accuracy (%) averaged over the languages, and the transfer gap "
         "(English minus the other languages; lower is better), mean ± std over fine-tuning seeds. Retrieval: "
         "Tatoeba / PUD accuracy (%) averaged over the languages, no fine-tuning (a spread only from several "
         "pre-training runs of one name). ▲/▼ marks a difference to the baseline only when it exceeds the spread "
         "(|Δ| > std_run + std_baseline, both with at least 2 seeds or runs).")
-
-
-@dataclasses.dataclass
-class XtremeConfig(EvaluateCommon, RetrievalOptions):
-    split: str = opt("test", "xtreme: which split's XNLI / POS predictions to score.", choices=("test", "dev"))
-
-    def validate(self) -> None:
-        EvaluateCommon.validate(self)
-        self.validate_retrieval()
 
 
 @dataclasses.dataclass
@@ -55,9 +52,6 @@ class Inputs:
 
 
 def sort_inputs(data: list[Path], names: list[str]) -> Inputs:
-    from xlp_cli.models import hf_folder
-    from xlp_cli.tasks.xnli.scores import default_name
-
     found = Inputs()
     for i, folder in enumerate(map(Path, data)):
         m = artifacts.try_read_manifest(folder)
@@ -94,10 +88,6 @@ def _scored(scores: dict[str, Any], baseline: str) -> dict[str, Any]:
 
 
 def compute(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.tasks.pos.scores import scores_of as pos_scores
-    from xlp_cli.tasks.retrieval.scores import measure_runs, tables
-    from xlp_cli.tasks.xnli.scores import collect, score
-
     inputs = sort_inputs(cfg.data, cfg.name)
     base = cfg.baseline or inputs.names[0]
     if base not in inputs.names:
@@ -135,8 +125,6 @@ def columns(result: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def headline(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    from xlp_cli.tasks.xnli.scores import fmt_cell
-
     cols = columns(result)
     rows = []
     for name in result["runs"]:
@@ -149,8 +137,6 @@ def headline(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def plot_summary(result: dict[str, Any], path: Path) -> Path:
-    from xlp_cli.reporting.figures import pyplot, save_png
-
     cols = [c for c in columns(result) if c[2] == "avg"]
     names = result["runs"]
     fig, ax = pyplot().subplots(figsize=(max(6.0, 1.2 * len(cols) * max(1, len(names)) * 0.5 + 3), 4.0), dpi=110)
@@ -172,10 +158,6 @@ def plot_summary(result: dict[str, Any], path: Path) -> Path:
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.reporting.render import html_page, markdown_table
-    from xlp_cli.tasks.retrieval.scores import table_rows as retrieval_rows
-    from xlp_cli.tasks.xnli.report import plot_accuracy, table_rows
-
     result = compute(cfg)
     if not result["tasks"]:
         raise BadInput("nothing to compare: no XNLI/POS predictions and no retrieval language")
@@ -205,8 +187,6 @@ def run(cfg: Any) -> dict[str, Any]:
 
 def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
-
-    from xlp_cli.core import ui
 
     header, rows = summary["headline"]
     t = Table(title=summary["title"])  # transposed: a row per metric, a column per run

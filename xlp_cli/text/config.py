@@ -6,6 +6,7 @@ import dataclasses
 
 from xlp_cli.core.config import opt
 from xlp_cli.core.errors import BadInput
+from xlp_cli.text.langs import is_known
 
 TOKENIZE_MODES = ("moses", "xlm", "none")
 LOWERCASE_MODES = ("xlm", "safe", "none")
@@ -28,8 +29,6 @@ class TextConfig:
     max_line_bytes: int = opt(100_000, "Longest line accepted, in bytes (0: no limit).")
 
     def validate(self) -> None:
-        from xlp_cli.text.langs import is_known
-
         if not self.lang:
             raise BadInput("--lang is required: the language of the input lines (e.g. --lang de)")
         if not is_known(self.lang):

@@ -21,7 +21,7 @@ LOWERCASE_CODES = {"none": 0, "safe": 1, "xlm": 2}
 @functools.lru_cache(maxsize=1)
 def module() -> Any:
     try:
-        from xlp_cli.text import _native
+        from xlp_cli.text import _native  # (the compiled extension: not built is a one-line error)
     except ImportError as e:  # pragma: no cover - depends on the install
         raise WorkFailed(f"the native text pipeline is not built ({e}); run `make setup` or `pip install -e .`") from None
     return _native

@@ -58,7 +58,7 @@ class TextPipeline:
     @classmethod
     def from_manifest(cls, folder: "str | os.PathLike[str]") -> "TextPipeline":
         """From an `xlp prepare` output folder."""
-        from xlp_cli import artifacts
+        from xlp_cli import artifacts  # (pyarrow: `xlp text` starts without it)
 
         return cls.from_config(artifacts.read_manifest(folder, stage="prepare")["config"])
 

@@ -116,7 +116,7 @@ def ordered(fn: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[
 
 def finish(summary: dict[str, Any], command: str) -> dict[str, Any]:
     if summary["skipped"]:
-        from xlp_cli.core import ui
+        from xlp_cli.core import ui  # (rich: a filter that skipped nothing never loads it)
 
         ui.warn(f"{command}: {summary['skipped']} bad line(s) written as empty lines, e.g. {summary['skipped_examples'][0]}")
     if summary["output"] == "stdout":

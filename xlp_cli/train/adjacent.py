@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from xlp_cli.core.errors import BadInput
-from xlp_cli.train.data import PairStream
 from xlp_cli.train.shards import read_list_column
+from xlp_cli.train.streams import PairStream
 
 
 class AdjacentStream(PairStream):

@@ -1,26 +1,31 @@
 """PretrainConfig: every `xlp pretrain` flag (also a `--config`/recipe key). Defaults: XLP paper Table 6 / XLM.
 
-The flags of each language encoding's options (--xlp-bias, --vle-style, --vle-k, ...) come from the encoding
-registry (`models/encoding_registry.EncodingFlags`); the objective choices from `train/objectives`."""
+Shared sections, declared once (`train/sections.py`): the optimizer (--warmup, --weight-decay, --clip-norm), Adam
+(--adam-betas, --adam-eps) and --amp, with pretrain's defaults named in `@defaults`; --lang-encoding and each
+encoding's options (--xlp-bias, --vle-style, --vle-k, ...) come from the encoding registry
+(`models/encoding_registry.EncodingFlags`); the objective choices from `train/objectives`."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import AMP_CHOICES, FORCE_HELP, opt
+from xlp_cli.core.config import FORCE_HELP, Default, defaults, opt
 from xlp_cli.core.errors import BadInput
-from xlp_cli.models.encoding_registry import ENCODING_NAMES, EncodingFlags, check_encoding_options
+from xlp_cli.models.encoding_registry import EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
+from xlp_cli.train.sections import Adam, Optimizer, Precision
 
 
 @dataclasses.dataclass
-class PretrainConfig(EncodingFlags):
+@defaults(warmup=16_000, weight_decay=Default(1e-4, "Decoupled weight decay (AdamW, as fairseq's Adam)."),
+          clip_norm=Default(help="Clip the gradient norm to this (0: no clipping)."),
+          amp=Default(help="Mixed precision on GPU (auto: bf16 if supported, else fp16; CPU: none)."))
+class PretrainConfig(Optimizer, Adam, Precision, EncodingFlags):
     data: list[Path] = opt(factory=list, help="Input folders: the `xlp bpe apply` output (ids + dict.txt) and, for VLE, the `xlp vocab-score` output; upstream manifests are followed.")
     out: Path = opt(Path("out/pretrain"), "Run folder (checkpoints, metrics, manifest).")
     lang: list[str] = opt(factory=list, help="Languages, comma list (order = language index). Empty: every language with train data.")
-    lang_encoding: str = opt("xlp", "How the language is given to the model.", choices=ENCODING_NAMES)
     preset: str = opt("xlm15", "Model size preset (tiny, small, xlm15); the fields below override it.", choices=tuple(ENCODER_PRESETS))
     n_layers: int = opt(0, "Override the preset's number of layers (0: keep).")
     d_model: int = opt(0, "Override the preset's hidden size (0: keep).")
@@ -36,11 +41,6 @@ class PretrainConfig(EncodingFlags):
     accumulate: int = opt(4, "Micro-batches per optimizer step (gradient accumulation).")
     max_steps: int = opt(750_000, "Optimizer steps to train for (a resumed run continues up to this).", resumable=True)
     lr: float = opt(1e-4, "Peak learning rate.")
-    warmup: int = opt(16_000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).")
-    weight_decay: float = opt(1e-4, "Decoupled weight decay (AdamW, as fairseq's Adam).")
-    adam_betas: list[float] = opt(factory=lambda: [0.9, 0.98], help="Adam beta1,beta2.")
-    adam_eps: float = opt(1e-8, "Adam epsilon.")
-    clip_norm: float = opt(5.0, "Clip the gradient norm to this (0: no clipping).")
     dropout: float = opt(0.1, "Dropout.")
     attention_dropout: float = opt(0.1, "Attention dropout.")
     word_pred: float = opt(0.15, "Share of tokens to predict (MLM/TLM).")
@@ -52,7 +52,6 @@ class PretrainConfig(EncodingFlags):
     eval_every: int = opt(2000, "Validate (and checkpoint) every N steps.", resumable=True)
     eval_batches: int = opt(20, "Validation micro-batches per language.", resumable=True)
     log_every: int = opt(10, "Write a train line to metrics.jsonl every N steps.", volatile=True)
-    amp: str = opt("auto", "Mixed precision on GPU (auto: bf16 if supported, else fp16; CPU: none).", choices=AMP_CHOICES)
     compile: bool = opt(False, "torch.compile the model.", volatile=True)
     device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).", volatile=True)
     num_threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
@@ -68,16 +67,14 @@ class PretrainConfig(EncodingFlags):
             positive(name.replace("_", "-"), getattr(self, name))
         positive("lr", self.lr)
         check_encoding_options(self)
-        if self.warmup < 0:
-            raise BadInput("--warmup must be >= 0")
+        self.check_optimizer()
         if not 0 < self.word_mass <= 1:
             raise BadInput(f"--word-mass must be in (0, 1], got {self.word_mass}")
         if not 0 < self.word_pred < 1:
             raise BadInput(f"--word-pred must be in (0, 1), got {self.word_pred}")
         if len(self.mask_probs) != 3 or any(p < 0 for p in self.mask_probs) or abs(sum(self.mask_probs) - 1) > 1e-6:
             raise BadInput(f"--mask-probs needs three non-negative shares summing to 1, got {self.mask_probs}")
-        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
-            raise BadInput(f"--adam-betas needs two values in [0, 1), got {self.adam_betas}")
+        self.check_adam()
         if not 0 <= self.dropout < 1 or not 0 <= self.attention_dropout < 1:
             raise BadInput("--dropout and --attention-dropout must be in [0, 1)")
         if self.sample_alpha < 0 or self.lang_alpha < 0:

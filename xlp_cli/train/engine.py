@@ -1,7 +1,7 @@
 """The one training loop of xlp: every kind of run (pre-training, XNLI, translation, ...) is `fit(objective, ...)`.
 
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
-    result = fit(objective, model, Settings(max_steps=..., lr=..., warmup=...), run_dir, rt)
+    result = fit(objective, model, Settings.from_config(cfg, max_steps=..., lr=...), run_dir, rt)
 
 One update (step s, 0-based): dropout seeded from (seed, s, rank); the objective's micro-batches for s, each
 forward+backward under autocast (DDP syncs gradients on the last one); unscale, clip, AdamW step, the one
@@ -34,6 +34,7 @@ from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, batch_too_large, is_oom, rng_state, seed_dropout, set_rng_state
 from xlp_cli.train.schedule import WarmupInverseSqrt
+from xlp_cli.train.sections import Adam
 from xlp_cli.train.warmup import check_warmup
 
 
@@ -53,6 +54,18 @@ class Settings:
     log_every: int = 10
     compile: bool = False
     label: str = "train"     # progress bar and terminal lines
+
+    @classmethod
+    def from_config(cls, cfg: Any, **given: Any) -> "Settings":
+        """THE mapping of a stage config to the loop's settings: its optimizer section (warm-up, weight decay,
+        clipping: `train/sections.Optimizer`), its Adam section when it has one (else `given` or the defaults:
+        betas 0.9,0.98, eps 1e-8) and its `log_every` (every training stage has one). `given`: what the stage
+        decides itself (max_steps, lr, seed, eval_every, label, ...)."""
+        values: dict[str, Any] = {"warmup": cfg.warmup, "weight_decay": cfg.weight_decay, "clip_norm": cfg.clip_norm,
+                                  "log_every": cfg.log_every}
+        if isinstance(cfg, Adam):
+            values.update(betas=tuple(cfg.adam_betas), eps=cfg.adam_eps)
+        return cls(**{**values, **given})
 
 
 class LossModule(torch.nn.Module):

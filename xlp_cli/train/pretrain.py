@@ -16,25 +16,17 @@ from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.artifacts import layout, outdir
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
-from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
+from xlp_cli.models.encoder import TransformerEncoder
 from xlp_cli.models.encoding_registry import spec as encoding_spec
 from xlp_cli.train import engine
 from xlp_cli.train.config import PretrainConfig
 from xlp_cli.train.inputs import PretrainInputs, resolve
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
+from xlp_cli.train.objectives.encoder import model_config
 from xlp_cli.train.runtime import Runtime
 
 STAGE = "pretrain"
 OWNS = ("dict.txt", ckpt.CONFIG, "metrics.jsonl", "checkpoints")
-
-
-def model_config(cfg: PretrainConfig, vocab_size: int, langs: list[str]) -> ModelConfig:
-    overrides = {k: getattr(cfg, k) or None for k in ("n_layers", "d_model", "n_heads", "d_ff")}
-    options = encoding_spec(cfg.lang_encoding).options_from(cfg)
-    return ModelConfig.from_preset(cfg.preset, vocab_size=vocab_size, langs=langs, lang_encoding=cfg.lang_encoding,
-                                   encoding_options=options, pre_ln=cfg.pre_ln, dropout=cfg.dropout,
-                                   attention_dropout=cfg.attention_dropout, n_positions=max(512, cfg.bptt) + 8,
-                                   cross_attention=PRETRAIN_OBJECTIVES[cfg.objective].cross_attention, **overrides)
 
 
 def objective_class(name: str) -> Any:
@@ -43,10 +35,8 @@ def objective_class(name: str) -> Any:
 
 
 def settings(cfg: PretrainConfig) -> engine.Settings:
-    return engine.Settings(max_steps=cfg.max_steps, lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay,
-                           betas=tuple(cfg.adam_betas), eps=cfg.adam_eps, clip_norm=cfg.clip_norm,
-                           accumulate=cfg.accumulate, seed=cfg.seed, eval_every=cfg.eval_every,
-                           log_every=cfg.log_every, compile=cfg.compile, label="pretrain")
+    return engine.Settings.from_config(cfg, max_steps=cfg.max_steps, lr=cfg.lr, accumulate=cfg.accumulate,
+                                       seed=cfg.seed, eval_every=cfg.eval_every, compile=cfg.compile, label="pretrain")
 
 
 def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params: int,

@@ -7,7 +7,7 @@ rather than on stream windows (MASS; UNMT's denoising, back-translation and MLM)
     stream.state() / stream.load_state(s)
 
 Order: per epoch the row groups come in a seeded random order and the rows of a row group in a seeded random
-order (as `data.PairStream`), a pure function of (seed, salt, epoch, row group), so a resumed run continues
+order (as `streams.PairStream`), a pure function of (seed, salt, epoch, row group), so a resumed run continues
 exactly where it stopped; `salt` gives two streams over the same shards different orders (UNMT reads one stream
 per language for each of its three losses, as XLM keeps one iterator per step kind). A sentence longer than
 `max_len` tokens is cut to it (XLM's --max_len); one row group is in memory at a time.
@@ -22,8 +22,8 @@ import torch
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.artifacts.special_ids import PAD
-from xlp_cli.train.data import RowCursor
 from xlp_cli.train.shards import check_ids, read_list_column, row_groups
+from xlp_cli.train.streams import RowCursor
 
 
 def collate(seqs: list[np.ndarray]) -> torch.Tensor:

@@ -22,6 +22,7 @@ from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
 from xlp_cli.vocab.config import VocabConfig
 from xlp_cli.vocab.scoring import count_shards, is_nonword, rank
+from xlp_cli.vocab.ray_count import count_languages
 
 STAGE = "vocab-score"
 OWNS = ("vocab_scores.parquet", "vle_vocab.json")
@@ -92,8 +93,6 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     sources = language_shards(ids_dir, cfg.split, cfg.lang, cfg.parallel)
     langs = sorted(sources)
     if cfg.engine == "ray":
-        from xlp_cli.vocab.ray_count import count_languages
-
         counts = count_languages([sources[lang] for lang in langs], len(dico), cfg.ray_address)
     else:
         counts = np.zeros((len(langs), len(dico)), dtype=np.int64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import Default, defaults, opt
 from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon, validate_head_training
 
 # XTREME's UD-POS defaults (Hu et al. 2020, their run_tag.py): lr 2e-5, batch size 32, 128 subwords
@@ -15,13 +15,12 @@ EWT_DEV = "ud_treebanks/UD_English-EWT/en_ewt-ud-dev.conllu.gz"
 
 
 @dataclasses.dataclass
+@defaults(warmup=Default(0, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate; "
+                            "pos default, XTREME has no warm-up)."))
 class PosConfig(FinetuneCommon):
     epochs: int = opt(10, "Passes over the training set (pos: 10, as XTREME).")
-    warmup: int = opt(0, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate; "
-                         "pos default, XTREME has no warm-up).")
     batch_size: list[int] = opt(factory=list, help="pos: batch sizes to search (default: 32, as XTREME). "
                                                    "--lr takes several values too (default 2e-5).")
-    weight_decay: float = opt(0.0, "Decoupled (AdamW) weight decay.")
     dropout: float = opt(0.1, "pos: dropout during fine-tuning (XTREME keeps the model's 0.1).")
     save_every: int = opt(1000, "pos: also write checkpoints/last every N steps within an epoch (0: only at epoch ends).",
                           volatile=True)

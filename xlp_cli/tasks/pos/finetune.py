@@ -9,6 +9,7 @@ Runs: the grid --lr x --batch-size x --seeds (`tasks/finetuning.search`), each p
 `runs/transfer/lr<lr>-bs<bs>-seed<S>/`; the selected point's best checkpoint per seed writes
 `predictions/seed<S>/test.<lang>.jsonl` (one sentence per line: {"id", "lang", "gold": [UPOS...],
 "pred": [UPOS... or "" past --max-len]}) and `predictions/seed<S>/dev.<train-lang>.jsonl` (the selection set).
+The objective (`Tag`) and the tagger's predictions (`predict`) are in `objective.py`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from xlp_cli import artifacts
 from xlp_cli.core import config as cfgmod, ui
@@ -31,64 +31,16 @@ from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import TokenClassifier, freeze_language_parameters
 from xlp_cli.tasks import conllu
 from xlp_cli.tasks.common import print_seed_table
-from xlp_cli.tasks.finetuning import Epochs, Pretrained, fit_point, search, start
+from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
 from xlp_cli.tasks.pos import data as pd
 from xlp_cli.tasks.pos.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, EWT_DEV, PosConfig
+from xlp_cli.tasks.pos.objective import Tag, predict
 from xlp_cli.tasks.pos.scores import token_accuracy
-from xlp_cli.tasks.xnli.data import collate, eval_batches
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
 
 
-# ---------------------------------------------------------------- the objective
-@torch.no_grad()
-def predict(model: torch.nn.Module, enc: pd.Tagged, lang: int, device: torch.device, bs: int) -> list[list[str]]:
-    """Predicted UPOS per word (in the order of `enc`); "" for words past max_len."""
-    model.eval()
-    out: list[list[str]] = [[] for _ in range(len(enc))]
-    for rows, ids, mask in eval_batches(enc, bs):
-        logits = model(ids.to(device), torch.full((len(rows),), lang, dtype=torch.long, device=device), mask.to(device))
-        best = logits.argmax(-1).cpu().numpy()
-        for k, r in enumerate(rows):
-            tags = [conllu.UPOS[int(t)] for t in pd.gather(best[k], enc.first[r])]
-            out[r] = tags + [""] * (len(enc.gold[r]) - len(tags))
-    return out
-
-
-class Tag(Epochs):
-    """Token-level cross-entropy over each word's first subword; the selection score is word accuracy (%)."""
-
-    metric, maximize = "score", True
-
-    def __init__(self, train: pd.Tagged, select: pd.Tagged, lang_index: Any, batch_size: int, seed: int,
-                 epoch_size: int, eval_batch_size: int, rt: Runtime):
-        self.train, self.select = train, select
-        self.train_lang, self.select_lang = lang_index(train.lang), lang_index(select.lang)
-        self.labels = [train.labels(i) for i in range(len(train))]
-        self.eval_batch_size, self.rt = eval_batch_size, rt
-        super().__init__(len(train), batch_size, seed, epoch_size)
-
-    def micro_batches(self, step: int, n: int) -> Iterator[tuple[torch.Tensor, ...]]:
-        rows = self.rows(step)
-        ids, mask = collate([self.train.ids[r] for r in rows])
-        yield ids, mask, pd.pad_labels([self.labels[r] for r in rows], ids.shape[1])
-
-    def loss(self, model: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict[str, Any]]:
-        ids, mask, y = (t.to(self.rt.device) for t in b)
-        langs = torch.full((ids.shape[0],), self.train_lang, dtype=torch.long, device=ids.device)
-        logits = model(ids, langs, mask)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=pd.IGNORE)
-        return loss, {"tokens": int((~mask).sum()) * self.rt.world, "words": int((y != pd.IGNORE).sum())}
-
-    def evaluate(self, model: torch.nn.Module) -> dict[str, Any]:
-        pred = predict(model, self.select, self.select_lang, self.rt.device, self.eval_batch_size)
-        acc = token_accuracy(zip(self.select.gold, pred))[0]
-        return {"score": acc, "dev": {self.select.lang: acc}}
-
-    def describe(self, m: dict[str, Any]) -> str:
-        return f"selection word accuracy {m['score']:.1f}"
-
-
+# ---------------------------------------------------------------- training
 def train_one(run_dir: Path, pre: Pretrained, train: pd.Tagged, select: pd.Tagged, lr: float, bs: int, seed: int,
               cfg: PosConfig, rt: Runtime) -> dict[str, Any]:
     torch.manual_seed(seed)
@@ -98,10 +50,9 @@ def train_one(run_dir: Path, pre: Pretrained, train: pd.Tagged, select: pd.Tagge
     total = cfg.epochs * objective.steps_per_epoch
     if cfg.max_steps:
         total = min(total, cfg.max_steps)
-    settings = engine.Settings(max_steps=total, lr=lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay,
-                               betas=(0.9, 0.999), eps=1e-8, clip_norm=cfg.clip_norm, seed=seed,
-                               eval_every=objective.steps_per_epoch, save_every=cfg.save_every,
-                               log_every=cfg.log_every, label=f"pos/{run_dir.name}")
+    settings = engine.Settings.from_config(cfg, max_steps=total, lr=lr, betas=(0.9, 0.999), eps=1e-8, seed=seed,
+                                           eval_every=objective.steps_per_epoch, save_every=cfg.save_every,
+                                           label=f"pos/{run_dir.name}")
     return fit_point(run_dir, model, objective, settings, rt, {"lr": lr, "batch_size": bs, "seed": seed,
                      "frozen": frozen, "train_sentences": len(train)})
 

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from xlp_cli.core.errors import BadInput
+from xlp_cli.tasks.xnli.scores import collect, prediction_rows, score
+from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.tasks.xnli import report
+from xlp_cli.tasks.xnli.report import rich_table
 
 NOTE = ("Word accuracy (%) of zero-shot POS tagging (17 UD v2 tags, the label on each word's first subword) per "
         "language, then the average and the transfer gap (English minus the average of the other languages; "
@@ -38,7 +42,6 @@ def _same_length_lists(gold: Any, pred: Any) -> None:
 
 def accuracy_of_file(path: Path) -> tuple[float, int]:
     """(word accuracy in %, scored words) of one POS predictions file."""
-    from xlp_cli.tasks.xnli.scores import prediction_rows
 
     acc, n = token_accuracy(prediction_rows(path, _same_length_lists))
     if n == 0:
@@ -47,15 +50,10 @@ def accuracy_of_file(path: Path) -> tuple[float, int]:
 
 
 def scores_of(data: list[Path], names: list[str], split: str, langs: list[str], baseline: str) -> dict[str, Any]:
-    from xlp_cli.tasks.xnli.scores import collect, score
-
     return score(collect(data, names, split, task="pos", accuracy=accuracy_of_file), langs, baseline)
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.core import config as cfgmod
-    from xlp_cli.tasks.xnli import report
-
     scores = scores_of(cfg.data, cfg.name, cfg.split, cfgmod.parse_langs(cfg.lang), cfg.baseline)
     title = cfg.title or "Zero-shot POS tagging: " + " vs ".join(scores["runs"])
     paths = report.write_report(cfg.out, scores, title=title, split=cfg.split, task="pos", label="UD POS",
@@ -64,9 +62,6 @@ def run(cfg: Any) -> dict[str, Any]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from xlp_cli.core import ui
-    from xlp_cli.tasks.xnli.report import rich_table
-
     ui.out.print(rich_table(summary["scores"], summary.get("title", "POS"), gap_label="transfer gap"))
     ui.out.print(NOTE, style="dim", soft_wrap=True)
     ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")

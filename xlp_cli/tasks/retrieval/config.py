@@ -8,13 +8,14 @@ from pathlib import Path
 from xlp_cli.core.config import opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.common import EvaluateCommon
+from xlp_cli.train.sections import Runtime
 
 SETS = ("tatoeba", "pud")
 
 
 @dataclasses.dataclass
-class RetrievalOptions:
-    """The retrieval flags (shared by --task retrieval and --task xtreme)."""
+class RetrievalOptions(Runtime):
+    """The retrieval flags (shared by --task retrieval and --task xtreme), and --device, --threads (`Runtime`)."""
     which: str = opt("best", "retrieval: which checkpoint of a pretrain run to read.", choices=("best", "last"))
     layer: int = opt(-1, "retrieval: hidden layer to mean-pool (0: the embedding output, k: after block k; "
                          "-1: the middle layer n_layers // 2, as XTREME).")
@@ -24,8 +25,6 @@ class RetrievalOptions:
     ud_dir: Path | None = opt(None, "retrieval: folder of UD treebanks, for PUD (default: DATA/ud_treebanks).")
     max_sentences: int = opt(0, "retrieval: use at most the first N pairs per language and set (0: all).")
     batch_size: int = opt(64, "retrieval: sentences per forward pass.", volatile=True)
-    threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
-    device: str = opt("auto", "Device: auto (cuda when available), cpu, cuda or cuda:N.", volatile=True)
 
     def validate_retrieval(self) -> None:
         bad = [s for s in self.sets if s not in SETS]

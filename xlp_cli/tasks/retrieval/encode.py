@@ -27,6 +27,9 @@ from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import TransformerEncoder
 from xlp_cli.artifacts.special_ids import EOS
 from xlp_cli.tasks.xnli.data import encode_texts, eval_batches
+from xlp_cli.bpe import hf_xlm_vocab
+from xlp_cli.bpe.encoder import TOKENIZER_DIR, TextEncoder
+from xlp_cli.models import hf_folder
 
 
 @dataclass
@@ -65,9 +68,6 @@ def load_hf(folder: Path, manifest: dict[str, Any] | None) -> Encoder:
     """An HF model folder: its weights in xlp's encoder (models/hf_folder.py), its text pipeline from the xlp
     tokenizer `xlp export` writes beside them (tokenizer/ + dict.txt: the run's whole pipeline), or else from
     XLMTokenizer's files (bpe/hf_xlm_vocab.py)."""
-    from xlp_cli.bpe import hf_xlm_vocab
-    from xlp_cli.bpe.encoder import TOKENIZER_DIR, TextEncoder
-    from xlp_cli.models import hf_folder
 
     model = hf_folder.load_encoder(folder)
     if (folder / TOKENIZER_DIR).is_dir() and (folder / "dict.txt").is_file():
@@ -84,9 +84,6 @@ def load_hf(folder: Path, manifest: dict[str, Any] | None) -> Encoder:
 
 
 def load_encoder(folder: Path, which: str = "best") -> Encoder:
-    from xlp_cli.bpe.encoder import TextEncoder
-    from xlp_cli.models import hf_folder
-
     folder = Path(folder)
     m = artifacts.try_read_manifest(folder)
     if (m is None or m.get("stage") == "export") and (folder / hf_folder.CONFIG).is_file():

@@ -20,6 +20,10 @@ from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks.retrieval import data as rd
 from xlp_cli.tasks.retrieval.encode import Encoder, accuracy, load_encoder, sentence_vectors
 from xlp_cli.tasks.xnli.scores import RunScores, default_name, fmt_cell, score
+from xlp_cli.train.runtime import Runtime
+from xlp_cli.reporting.render import html_page, markdown_table
+from xlp_cli.tasks.xnli.report import plot_accuracy
+from xlp_cli.core.errors import BadInput
 
 DIRECTIONS = ("xx->en", "en->xx")
 NOTE = ("Sentence retrieval accuracy (%) without fine-tuning: each sentence's cosine nearest neighbour among the "
@@ -56,7 +60,6 @@ def measure(enc: Encoder, cfg: Any, langs: list[str], device: Any = "cpu") -> di
 
 def measure_runs(cfg: Any, folders: list[Path], names: list[str]) -> list[dict[str, Any]]:
     """One measurement per folder: {"folder", "name", "encoding", "layer", "sets"}."""
-    from xlp_cli.train.runtime import Runtime
 
     rt = Runtime.create(cfg.device, "none", cfg.threads)
     langs = cfgmod.parse_langs(cfg.lang)
@@ -101,14 +104,9 @@ def table_rows(scores: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.reporting.render import html_page, markdown_table
-    from xlp_cli.tasks.xnli.report import plot_accuracy
-
     found = measure_runs(cfg, cfg.data, cfg.name)
     result = tables(found, cfg.baseline)
     if not result:
-        from xlp_cli.core.errors import BadInput
-
         raise BadInput("no language of these runs (besides English) has retrieval pairs in --sets "
                        f"{', '.join(cfg.sets)}; the runs know: {', '.join(order_langs({l for f in found for l in f.get('langs', [])}))}")
     title = cfg.title or "Sentence retrieval: " + " vs ".join(dict.fromkeys(f["name"] for f in found))

@@ -33,6 +33,8 @@ from xlp_cli.core.errors import BadInput
 from xlp_cli.reporting import figures
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
+from xlp_cli.bpe.encoder import saved_tokenizer
+from xlp_cli.text.pipeline import TextPipeline
 
 
 def _stat(vals: list[float]) -> dict[str, Any]:
@@ -154,8 +156,6 @@ def copy_baseline(runs: dict[str, Any], split: str, tokenize: str) -> dict[str, 
 
 def _lowercases(folder: Path) -> bool:
     """Whether the run's text pipeline lowercased (its tokenizer/ copy says; results.json may say too)."""
-    from xlp_cli.bpe.encoder import saved_tokenizer
-    from xlp_cli.text.pipeline import TextPipeline
 
     try:
         meta, _ = saved_tokenizer(folder)

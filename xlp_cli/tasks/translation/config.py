@@ -11,16 +11,20 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import Default, defaults, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import INTERLINGUA_LOSS_TERMS as LOSS_TERMS, SEQ2SEQ_PRESETS
 from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon
+from xlp_cli.train.sections import Runtime
 
 DEFAULT_LR = 5e-4
 
 
 @dataclasses.dataclass
+@defaults(weight_decay=Default(1e-4, "Decoupled (AdamW) weight decay (translation: XLP B.2: 1e-4)."),
+          lang_encoding=Default(help="translation: source language in the encoder, target language in the decoder "
+                                     "(docs/translation.md).", choices=TARGET_ENCODINGS))
 class TranslationConfig(FinetuneCommon, EncodingFlags):
     # --data is the `xlp bpe apply` output with parallel pair folders; --lr is one value (default 5e-4)
     ALIASES = {"mt_dropout": "dropout", "mt_weight_decay": "weight_decay"}  # names before xlp 0.2
@@ -30,13 +34,10 @@ class TranslationConfig(FinetuneCommon, EncodingFlags):
     epochs: int = opt(3, "Passes over the training set.", resumable=True)
     max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", resumable=True)
     dropout: float = opt(0.3, "Dropout (translation: Table 7: 0.3).")
-    weight_decay: float = opt(1e-4, "Decoupled (AdamW) weight decay (translation: XLP B.2: 1e-4).")
     arch: str = opt("transformer", "translation: encoder-decoder (transformer) or Encoder-Interlingua-Decoder (interlingua).",
                     choices=("transformer", "interlingua"))
     preset: str = opt("iwslt", "translation: model size (iwslt = XLP Table 7: 6+6 layers, d 512, FFN 1024, 4 heads; small; tiny).",
                       choices=tuple(SEQ2SEQ_PRESETS))
-    lang_encoding: str = opt("xlp", "translation: source language in the encoder, target language in the decoder (docs/translation.md).",
-                             choices=TARGET_ENCODINGS)
     init_encoder: Path | None = opt(None, "translation: start the encoder from this `xlp pretrain` run (--which checkpoint); "
                                           "from a VECO run, the decoder too (docs/veco.md).")
     tie_self_attention: bool = opt(True, "translation from a VECO run: each decoder layer shares its encoder layer's "
@@ -104,7 +105,7 @@ class TranslationEvalConfig(EvaluateCommon):
 
 
 @dataclasses.dataclass
-class TranslateConfig:
+class TranslateConfig(Runtime):  # --device, --threads: train/sections.py
     inputs: list[str] = opt(factory=list, argument=True,
                             help="Input files, one sentence per line (none or '-': standard input).")
     model: Path = opt(Path("out/finetune"), "An `xlp finetune --task translation` folder, or one of its seed-<S> folders.")
@@ -123,8 +124,6 @@ class TranslateConfig:
     max_len_b: int = opt(10, "Output length limit a * source length + b: b.")
     overflow: str = opt("truncate", "A line longer than the model's positions is truncated with a warning, or is an error (fail).",
                         choices=("truncate", "fail"))
-    device: str = opt("auto", "Device: auto (cuda when available), cpu, cuda or cuda:N.", volatile=True)
-    threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
 
     def validate(self) -> None:
         if not self.src_lang:

@@ -28,6 +28,8 @@ from xlp_cli.models.search import beam_search, greedy
 from xlp_cli.models.seq2seq import Seq2Seq, targets
 from xlp_cli.tasks.translation.config import TranslateConfig
 from xlp_cli.tasks.translation.data import collate
+from xlp_cli.tasks.translation.finetune import load_translation_model
+from xlp_cli.train.runtime import pick_device
 
 
 def resolve_run(model: Path, seed: int) -> tuple[Path, Path]:
@@ -106,9 +108,6 @@ def translate_ids(model: Seq2Seq, sources: list[list[int]], src_lang: int, tgt_l
 
 
 def run(cfg: TranslateConfig) -> dict[str, Any]:
-    from xlp_cli.tasks.translation.finetune import load_translation_model
-    from xlp_cli.train.runtime import pick_device
-
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     if cfg.output is not None:

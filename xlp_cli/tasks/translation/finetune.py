@@ -43,6 +43,8 @@ from xlp_cli.tasks.translation.job import Job, References, describe, fit_lengths
 from xlp_cli.tasks.translation.objective import Translate
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
+from xlp_cli.tasks.translation.bleu import multi_bleu
+from xlp_cli.models.veco import describe_init
 
 
 def load_translation_model(run: Path, which: str = "best", device: str | torch.device = "cpu") -> Seq2Seq:
@@ -92,9 +94,8 @@ def train_one(job: Job, seed: int, run_dir: Path, rt: Runtime) -> dict[str, Any]
     objective = Translate(batcher, valid, job.langs, cfg.arch, cfg.label_smoothing, cfg.intl_losses, cfg.max_tokens,
                           job.may_leave_parameters_unused(), rt)
     lr_peak = cfg.lr[0] if cfg.lr else DEFAULT_LR
-    settings = engine.Settings(max_steps=total, lr=lr_peak, warmup=cfg.warmup, weight_decay=cfg.weight_decay,
-                               betas=(0.9, 0.98), eps=1e-8, clip_norm=cfg.clip_norm, seed=seed,
-                               eval_every=cfg.valid_every, log_every=cfg.log_every, label=f"seed {seed}")
+    settings = engine.Settings.from_config(cfg, max_steps=total, lr=lr_peak, betas=(0.9, 0.98), eps=1e-8, seed=seed,
+                                           eval_every=cfg.valid_every, label=f"seed {seed}")
     if rt.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         artifacts.write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
@@ -192,8 +193,6 @@ def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
     """Detokenized sacreBLEU (13a) and tokenized BLEU (multi-bleu.perl's: tokenize=none, no smoothing) of rows."""
     from sacrebleu.metrics import BLEU
 
-    from xlp_cli.tasks.translation.bleu import multi_bleu
-
     detok = BLEU(lowercase=lowercase).corpus_score([r["hyp"] for r in rows], [[r["ref"] for r in rows]])
     tok = multi_bleu().corpus_score([r["hyp_tok"] for r in rows], [[r["ref_tok"] for r in rows]])
     return {"bleu": round(detok.score, 2), "tok_bleu": round(tok.score, 2), "n": len(rows)}
@@ -216,8 +215,6 @@ def run(cfg: TranslationConfig) -> dict[str, Any]:
     if rt.main:
         ui.info(describe(job, n_params, rt))
         if job.init_mapping:
-            from xlp_cli.models.veco import describe_init
-
             n_enc = len(job.pretrained.state_dict())
             ui.info(f"VECO initialisation from {cfg.init_encoder}:\n  xlm_encoder.* ({n_enc} tensors, the embeddings "
                     "shared with the decoder and the output) <- the run's tensors of the same names (its cross-attention "

@@ -22,6 +22,7 @@ from xlp_cli.models.veco import init_decoder, is_veco, plug_out
 from xlp_cli.tasks.translation.config import TranslationConfig
 from xlp_cli.tasks.translation.data import Pairs, directions_for, read_pairs, serve, split_direction
 from xlp_cli.train.inputs import find_ids, top_k_vocabularies
+from xlp_cli.models.checkpoint import load_pretrained
 
 
 def fit_lengths(pairs: Pairs, max_src: int, max_tgt: int, policy: str, where: str) -> int:
@@ -149,8 +150,6 @@ class Job:
         self.lowercased = self.codec.lowercases
 
     def _check_pretrained(self, langs: list[str]) -> None:
-        from xlp_cli.models.checkpoint import load_pretrained
-
         run = Path(self.cfg.init_encoder)
         self.pretrained = load_pretrained(run, self.cfg.which)
         missing = [l for l in langs if l not in self.pretrained.config.langs]

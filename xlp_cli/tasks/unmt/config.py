@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import Default, defaults, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
 from xlp_cli.tasks.common import FinetuneCommon
+from xlp_cli.train.sections import Adam
 
 DEFAULT_LR = 7e-4
 
@@ -41,14 +42,16 @@ def lambda_at(pts: list[tuple[int, float]], step: int) -> float:
 
 
 @dataclasses.dataclass
-class UnmtConfig(FinetuneCommon, EncodingFlags):
+@defaults(warmup=8000, weight_decay=Default(help="unmt: decoupled (AdamW) weight decay."),
+          adam_betas=Default([0.9, 0.997], "unmt: Adam beta1,beta2 (VLE A.2: 0.9, 0.997)."),
+          adam_eps=Default(1e-9, "unmt: Adam epsilon (VLE A.2: 1e-9)."),
+          lang_encoding=Default(help="translation/unmt: source language in the encoder, target language in the decoder "
+                                     "(docs/translation.md).", choices=TARGET_ENCODINGS))
+class UnmtConfig(FinetuneCommon, Adam, EncodingFlags):
     # --data: the `xlp bpe apply` output with train/<l1> and train/<l2> (and `xlp vocab-score` for vle from scratch)
-    warmup: int = opt(8000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).")
     max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", resumable=True)
     seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).", resumable=True)
     init: Path | None = opt(None, "unmt: start from this `xlp pretrain` run: MLM (encoder and decoder both start from its encoder, as XLM) or MASS; none: random (the paper's 'Random' rows).")
-    lang_encoding: str = opt("additive", "translation/unmt: source language in the encoder, target language in the decoder (docs/translation.md).",
-                             choices=TARGET_ENCODINGS)
     encoder_preset: str = opt("tiny", "unmt without --init: size of the encoder, and of the decoder, its twin.",
                               choices=tuple(ENCODER_PRESETS))
     dropout: float = opt(0.1, "unmt without --init: dropout (VLE A.2: 0.1).")
@@ -63,9 +66,6 @@ class UnmtConfig(FinetuneCommon, EncodingFlags):
     word_pred: float = opt(0.15, "unmt: MLM: share of the tokens to predict (80% <mask>, 10% kept, 10% random).")
     bt_temperature: float = opt(0.0, "unmt: back-translation: 0 = greedy (XLM); > 0 samples at this temperature.")
     label_smoothing: float = opt(0.1, "translation/unmt: label smoothing epsilon.")
-    weight_decay: float = opt(0.0, "unmt: decoupled (AdamW) weight decay.")
-    adam_betas: list[float] = opt(factory=lambda: [0.9, 0.997], help="unmt: Adam beta1,beta2 (VLE A.2: 0.9, 0.997).")
-    adam_eps: float = opt(1e-9, "unmt: Adam epsilon (VLE A.2: 1e-9).")
     test_data: list[Path] = opt(factory=list, help="unmt: test set: two line-aligned raw text files NAME.<lang>[.gz] (e.g. Multi30k test_2016_flickr.{de,en}.gz); default: the ids' test/<l1>-<l2>.")
     valid_data: list[Path] = opt(factory=list, help="unmt: validation set, as --test-data; picks the best checkpoint by BLEU (default: the ids' valid/<l1>-<l2>; none: the last).")
     valid_sentences: int = opt(200, "unmt: validate on at most this many sentences per direction.")
@@ -95,8 +95,7 @@ class UnmtConfig(FinetuneCommon, EncodingFlags):
             raise BadInput(f"--word-pred must be in (0, 1), got {self.word_pred}")
         if self.bt_temperature < 0:
             raise BadInput("--bt-temperature must be >= 0")
-        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
-            raise BadInput(f"--adam-betas needs two values in [0, 1), got {self.adam_betas}")
+        self.check_adam()
         for name in ("lambda_ae", "lambda_bt", "lambda_mlm"):
             parse_lambda(getattr(self, name))
         for name in ("test_data", "valid_data"):

@@ -112,10 +112,8 @@ def train_one(cfg: UnmtConfig, data: UnmtData, seed: int, run_dir: Path, rt: Run
     if res is not None and rt.main:
         done.unlink()  # asked for more steps: continue from `last`
     objective = Unmt(cfg, seed, data.langs, index, streams, V, rt, validator(data, index, cfg, rt))
-    settings = engine.Settings(max_steps=total, lr=cfg.lr[0] if cfg.lr else DEFAULT_LR, warmup=cfg.warmup,
-                               weight_decay=cfg.weight_decay, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
-                               clip_norm=cfg.clip_norm, seed=seed, eval_every=cfg.valid_every,
-                               log_every=cfg.log_every, label=f"unmt seed {seed}")
+    settings = engine.Settings.from_config(cfg, max_steps=total, lr=cfg.lr[0] if cfg.lr else DEFAULT_LR, seed=seed,
+                                           eval_every=cfg.valid_every, label=f"unmt seed {seed}")
     if rt.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         artifacts.write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))

@@ -20,7 +20,6 @@ DEFAULT_BATCH_SIZE = [16]
 class XnliConfig(FinetuneCommon):
     batch_size: list[int] = opt(factory=list, help="xnli: batch sizes to search (default: 16; the paper searches 8,16). "
                                                    "--lr takes several values too (default 5e-6; the paper: 1e-6..8e-6).")
-    weight_decay: float = opt(0.0, "Decoupled (AdamW) weight decay.")
     dropout: float = opt(0.0, "Dropout during fine-tuning (Table 6: 0).")
     save_every: int = opt(1000, "xnli: also write checkpoints/last every N steps within an epoch (0: only at epoch ends).",
                           volatile=True)

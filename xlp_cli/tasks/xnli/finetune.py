@@ -56,10 +56,9 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
     total = cfg.epochs * objective.steps_per_epoch
     if cfg.max_steps:
         total = min(total, cfg.max_steps) if cfg.epochs else cfg.max_steps
-    settings = engine.Settings(max_steps=total, lr=lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay,
-                               betas=(0.9, 0.999), eps=1e-8, clip_norm=cfg.clip_norm, seed=seed,
-                               eval_every=objective.steps_per_epoch, save_every=cfg.save_every,
-                               log_every=cfg.log_every, label=f"{run_dir.parent.name}/{run_dir.name}")
+    settings = engine.Settings.from_config(cfg, max_steps=total, lr=lr, betas=(0.9, 0.999), eps=1e-8, seed=seed,
+                                           eval_every=objective.steps_per_epoch, save_every=cfg.save_every,
+                                           label=f"{run_dir.parent.name}/{run_dir.name}")
     return fit_point(run_dir, model, objective, settings, rt, {"lr": lr, "batch_size": bs, "seed": seed,
                      "frozen": frozen, "train_examples": len(objective.seqs)})
 

@@ -249,28 +249,3 @@ def toy_note(scores: dict[str, Any]) -> str:
     return ("TOY SCALE: most scores are at chance level (33.3%, within the 95% binomial interval for their rows) ("
             + "; ".join(parts) + "). These numbers show that the pipeline runs, not which encoding is better; "
             "train longer and on more data (docs/recipes.md) for a real comparison.")
-
-
-# ---------------------------------------------------------------- `xlp evaluate --task xnli`
-def run(cfg: Any) -> dict[str, Any]:
-    from xlp_cli.core import config as cfgmod
-    from xlp_cli.tasks.xnli import report
-
-    runs = collect(cfg.data, cfg.name, cfg.split)
-    scores = score(runs, cfgmod.parse_langs(cfg.lang), cfg.baseline)
-    title = cfg.title or "XNLI comparison: " + " vs ".join(scores["runs"])
-    paths = report.write_report(cfg.out, scores, title=title, split=cfg.split)
-    return {"task": "xnli", "out": str(cfg.out), "title": title, "split": cfg.split, "scores": scores, **paths}
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    """The terminal view: the comparison table, its note and where the report is."""
-    from xlp_cli.core import ui
-    from xlp_cli.tasks.xnli.report import notes, rich_table
-
-    scores = summary["scores"]
-    if toy_note(scores):
-        ui.out.print(toy_note(scores), style="bold yellow", soft_wrap=True, markup=False)
-    ui.out.print(rich_table(scores, summary.get("title", "XNLI")))
-    ui.out.print(" ".join(notes(scores, summary.get("split", "test"))[1:]), style="dim", soft_wrap=True, markup=False)
-    ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")

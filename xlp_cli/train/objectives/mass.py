@@ -28,14 +28,16 @@ import torch
 
 from xlp_cli import artifacts
 from xlp_cli.core import ui
+from xlp_cli.models.encoder import TransformerEncoder
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, label_smoothed_nll
 from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
-from xlp_cli.train.data import sampling_probs
 from xlp_cli.train.masking import corrupt
 from xlp_cli.train.objectives.mlm import lang_scores, summarize
 from xlp_cli.train.objectives.base import Objective
+from xlp_cli.train.objectives.encoder import model_config
 from xlp_cli.train.runtime import Runtime, step_seed
 from xlp_cli.train.sentences import SentenceStream, collate, first_sentences
+from xlp_cli.train.streams import sampling_probs
 
 
 def spans(lengths: list[int], ratio: float, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -104,9 +106,6 @@ class Mass(Objective):
 
     @classmethod
     def build_model(cls, cfg: Any, inputs: Any) -> Seq2Seq:
-        from xlp_cli.models.encoder import TransformerEncoder
-        from xlp_cli.train.pretrain import model_config
-
         enc = TransformerEncoder(model_config(cfg, len(inputs.dictionary), inputs.langs), vocab_ids=inputs.vocab_ids)
         return Seq2Seq(Seq2SeqConfig.like_encoder(enc.config), enc)
 

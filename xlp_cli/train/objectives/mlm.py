@@ -23,10 +23,11 @@ from xlp_cli import artifacts
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.artifacts.special_ids import N_SPECIAL
-from xlp_cli.train.data import Batch, PretrainData, valid_batches
+from xlp_cli.train.data import PretrainData, valid_batches
 from xlp_cli.train.masking import mask_scores, mask_tokens
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
+from xlp_cli.train.shards import Batch
 
 
 def _stream_tokens(paths: list[Any]) -> int:

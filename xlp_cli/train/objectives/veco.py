@@ -2,7 +2,7 @@
 
     objective = CrossAttentionMLM.create(cfg, inputs, model, rt)   # --objective ca-mlm | tlm+ca-mlm | mlm+ca-mlm
 
-A micro-batch is a batch of pairs (x, y) in TLM layout (`train/data.py`: parallel pairs, or for `mlm+ca-mlm`
+A micro-batch is a batch of pairs (x, y) in TLM layout (`train/streams.py`: parallel pairs, or for `mlm+ca-mlm`
 adjacent sentences of one language), masked once as TLM masks it (`--word-pred`, 80/10/10). The pair is cut
 into its two sides, which run as one batch of 2B rows through the encoder twice (`models/veco.py`):
     h = self-attention only                 -> -log P(x | x^) - log P(y | y^)            (Eq. 10, 11)
@@ -30,10 +30,12 @@ from xlp_cli import artifacts
 from xlp_cli.models.veco import Side, streams
 from xlp_cli.artifacts.special_ids import N_SPECIAL, PAD
 from xlp_cli.train.adjacent import AdjacentStream
-from xlp_cli.train.data import Batch, PairStream
 from xlp_cli.train.masking import mask_tokens
+from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 from xlp_cli.train.objectives.mlm import MaskedLM
 from xlp_cli.train.runtime import Runtime, step_seed
+from xlp_cli.train.shards import Batch
+from xlp_cli.train.streams import PairStream
 
 
 def split_pair(batch: Batch, inputs: torch.Tensor, targets: torch.Tensor, pred: torch.Tensor
@@ -80,7 +82,7 @@ class CrossAttentionMLM(MaskedLM):
         if not getattr(model.config, "cross_attention", False):
             raise ValueError("CA-MLM needs an encoder with cross_attention=True")
         obj = super().create(cfg, inputs, model, rt)
-        obj.with_tlm = cfg.objective.startswith("tlm+")
+        obj.with_tlm = PRETRAIN_OBJECTIVES[cfg.objective].with_tlm
         obj.valid_pairs = {}
         if rt.main:
             streams_by_name = {stream.pair: stream for stream in obj.data.pairs.values()}  # one per pair (or slot)

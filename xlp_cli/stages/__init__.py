@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from typing import Any
+from xlp_cli.core import config as cfgmod
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +87,6 @@ def load(ref: str) -> Any:
 
 def build_config(stage: str, values: dict[str, Any], where: str) -> Any:
     """The stage's typed config from flag-name keys (a task dispatch picks the task's own config class)."""
-    from xlp_cli.core import config as cfgmod
 
     cls = load(STAGES[stage].config)
     if hasattr(cls, "build"):

@@ -1,0 +1,61 @@
+"""The configs of the evaluation tasks that are one module each (xtreme, lexicon, analysis, claims), apart from
+their code: `xlp evaluate --help` reads every task's config at start-up, and these tasks' code loads torch."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from xlp_cli.core.config import opt
+from xlp_cli.core.errors import BadInput
+from xlp_cli.tasks.common import EvaluateCommon
+from xlp_cli.tasks.retrieval.config import RetrievalOptions
+
+TOPIC_WORDS = ["happy", "glad", "sad", "car", "plane", "bike", "meat", "food", "rice"]
+
+
+@dataclasses.dataclass
+class XtremeConfig(EvaluateCommon, RetrievalOptions):
+    split: str = opt("test", "xtreme: which split's XNLI / POS predictions to score.", choices=("test", "dev"))
+
+    def validate(self) -> None:
+        EvaluateCommon.validate(self)
+        self.validate_retrieval()
+
+
+@dataclasses.dataclass
+class LexiconConfig(EvaluateCommon):
+    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
+    dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
+    dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
+    embedding: str = opt("raw", "lexicon: raw word embeddings (VLE 4.6) or encoded (after each language's encoding).",
+                         choices=("raw", "encoded"))
+    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.max_pairs < 0:
+            raise BadInput("--max-pairs must be >= 0")
+
+
+@dataclasses.dataclass
+class AnalysisConfig(EvaluateCommon):
+    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
+    words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
+                           help="analysis: English words for the 15x15 language similarity (XLP Fig. 4).")
+    topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
+    sentence: str = opt("the cat sat on the mat because it was tired .",
+                        help="analysis: English sentence for the word-language correlation terms (XLP Fig. 2, Eq. 3).")
+    head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.")
+
+
+@dataclasses.dataclass
+class ClaimsConfig(EvaluateCommon):
+    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
+    dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
+    dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
+    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
+    words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
+                           help="analysis: English words for the language similarity (XLP Fig. 4).")
+    topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
+    alpha: float = opt(0.05, "claims: significance level of the one-sided paired t-test over seeds.")
