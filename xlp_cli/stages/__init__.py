@@ -1,4 +1,4 @@
-"""The one table of xlp's stages: the CLI commands (`cli.py`) and the recipe stages (`recipes.py`) both read it.
+"""The one table of xlp's stages: the CLI commands (`cli/app.py`) and the recipe stages (`recipes/run.py`) both read it.
 
 Each entry: the command path, the config (a dataclass, or a `TaskDispatch` whose class depends on --task), the run
 function, the `stage` its manifest records (None: it writes no stage folder), its help line, a worked example (the

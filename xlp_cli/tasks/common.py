@@ -104,7 +104,7 @@ class EvaluateCommon:
 
 @dataclasses.dataclass(frozen=True)
 class TaskDispatch:
-    """The config of a command whose fields depend on --task (what `commands.py` and `recipes.py` build)."""
+    """The config of a command whose fields depend on --task (what `cli/commands.py` and `recipes/run.py` build)."""
     command: str   # "finetune" or "evaluate"
 
     def classes(self) -> dict[str, type]:
