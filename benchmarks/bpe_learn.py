@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xlp_cli import artifacts  # noqa: E402
+from xlp_cli.artifacts.files import data_dir  # noqa: E402
 
 BENCH = ROOT / ".bench" / "bpe"
 
@@ -57,7 +57,7 @@ PUNCT = re.compile(r"([^\w\s'])")
 
 
 def corpus_lines(limit: int) -> dict[str, list[str]]:
-    data = artifacts.data_dir()
+    data = data_dir()
     out: dict[str, list[str]] = {}
     files = sorted((data / "commonvoice_sentences").glob("*.txt.gz")) + [data / "opus_globalvoices_en_sw" / "GlobalVoices.en-sw.sw.gz"]
     for f in files:

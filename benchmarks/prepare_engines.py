@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from prepare_throughput import _RUN  # noqa: E402
 
-from xlp_cli.artifacts import data_dir  # noqa: E402
+from xlp_cli.artifacts.files import data_dir  # noqa: E402
 from xlp_cli.prepare.records import ErrorPolicy, SourceOptions  # noqa: E402
 from xlp_cli.prepare.sources import plan_splits, read_split  # noqa: E402
 from xlp_cli.prepare.sources.wikipedia_multistream import write_multistream  # noqa: E402

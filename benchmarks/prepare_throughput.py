@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xlp_cli.artifacts import data_dir  # noqa: E402
+from xlp_cli.artifacts.files import data_dir  # noqa: E402
 
 _RUN = r"""
 import json, resource, sys, time

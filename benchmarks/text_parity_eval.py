@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from xlm_chain import unavailable, xlm_chain  # noqa: E402
-from xlp_cli.artifacts import data_dir  # noqa: E402
+
+from xlp_cli.artifacts.files import data_dir  # noqa: E402
 from xlp_cli.text.pipeline import TextPipeline  # noqa: E402
 
 LANGS = "en fr es de el bg ru tr ar vi th zh hi sw ur".split()

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xlp_cli.artifacts import data_dir  # noqa: E402
+from xlp_cli.artifacts.files import data_dir  # noqa: E402
 from xlp_cli.models.factory import build_seq2seq  # noqa: E402
 from xlp_cli.models.seq2seq import Seq2SeqConfig  # noqa: E402
 from xlp_cli.tasks.translation.decode import translate_ids  # noqa: E402

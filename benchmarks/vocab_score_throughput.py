@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from xlp_cli import artifacts  # noqa: E402
+from xlp_cli.artifacts.shards import shard_paths  # noqa: E402
 
 WORK = ROOT / ".bench" / "vocab"
 
@@ -58,7 +58,7 @@ def replicate(ids: Path, copies: int) -> Path:
     shutil.rmtree(big, ignore_errors=True)
     shutil.copytree(ids, big)
     for lang_dir in sorted((big / "train").iterdir()):
-        base = artifacts.shard_paths(lang_dir)
+        base = shard_paths(lang_dir)
         for c in range(1, copies):
             for p in base:
                 shutil.copyfile(p, lang_dir / f"part-{c:03d}{p.name[5:]}")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from prepare_throughput import _RUN, xlm_lowercase_and_remove_accent  # noqa: E402
 
-from xlp_cli.artifacts import data_dir  # noqa: E402
+from xlp_cli.artifacts.files import data_dir  # noqa: E402
 
 
 def _open(path: Path):

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import data_dir
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
+from xlp_cli.artifacts.shards import write_shard
 
 PARITY_LANGS = "en fr es de el bg ru tr ar vi th zh hi sw ur".split()
 
@@ -35,7 +37,7 @@ def make_prepared(root: Path, mono: dict[str, list[str]] | None = None, *, raw: 
                          schema=pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", pa.string()),
                                            ("raw", pa.string()), ("text", pa.string())]))
             rel = f"{split}/{lang}/part-{k:05d}.parquet"
-            shards[rel] = {"sha256": artifacts.write_shard(root / rel, t), "rows": t.num_rows}
+            shards[rel] = {"sha256": write_shard(root / rel, t), "rows": t.num_rows}
         counts[split][lang] = len(lines)
     for name, rows in (pairs or {}).items():
         l1, l2 = name.split("-")
@@ -43,14 +45,14 @@ def make_prepared(root: Path, mono: dict[str, list[str]] | None = None, *, raw: 
                       "lang1": [l1] * len(rows), "lang2": [l2] * len(rows), "raw1": [a for a, _ in rows],
                       "raw2": [b for _, b in rows], "text1": [a for a, _ in rows], "text2": [b for _, b in rows]})
         rel = f"{split}/{name}/part-00000.parquet"
-        shards[rel] = {"sha256": artifacts.write_shard(root / rel, t), "rows": t.num_rows}
+        shards[rel] = {"sha256": write_shard(root / rel, t), "rows": t.num_rows}
         counts[split][name] = len(rows)
     cfg = config or {"lowercase": "xlm", "out": str(root)}
-    m = artifacts.new_manifest("prepare", cfg, outputs={"shards": shards}, counts=counts)
-    artifacts.write_manifest(root, m)
+    m = new_manifest("prepare", cfg, outputs={"shards": shards}, counts=counts)
+    write_manifest(root, m)
     return root
 
 
 def parity_lines(lang: str, name: str = "xlm.txt") -> list[str]:
-    path = artifacts.data_dir() / "xlm_parity" / lang / name
+    path = data_dir() / "xlm_parity" / lang / name
     return path.read_bytes().decode("utf-8").split("\n")[:-1]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xlp_cli.artifacts import data_dir
+from xlp_cli.artifacts.files import data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
+from xlp_cli.artifacts.shards import write_shard
 from xlp_cli.bpe.codes import BpeCodec
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.text.pipeline import TextPipeline
@@ -62,20 +63,20 @@ def build(tmp: Path, data: Path, pairs: dict[str, dict[str, tuple]], max_words: 
     prep_counts: dict[str, dict[str, int]] = {}
     for (split, pair), r in rows.items():
         n = len(r["id"])
-        artifacts.write_shard(prep / split / pair / "part-00000.parquet", pa.table({
+        write_shard(prep / split / pair / "part-00000.parquet", pa.table({
             "id": r["id"], "source": ["multi30k"] * n, "lang1": [r["l1"]] * n, "lang2": [r["l2"]] * n,
             "raw1": r["raw1"], "raw2": r["raw2"], "text1": r["text1"], "text2": r["text2"]}))
-        artifacts.write_shard(ids_dir / split / pair / "part-00000.parquet", pa.table({
+        write_shard(ids_dir / split / pair / "part-00000.parquet", pa.table({
             "id": r["id"], "lang1": [r["l1"]] * n, "lang2": [r["l2"]] * n, "text1": r["sub1"], "text2": r["sub2"],
             "ids1": pa.array([dico.encode(s.split()).tolist() for s in r["sub1"]], pa.list_(pa.int32())),
             "ids2": pa.array([dico.encode(s.split()).tolist() for s in r["sub2"]], pa.list_(pa.int32()))}))
         prep_counts.setdefault(split, {})[pair] = n
-    artifacts.write_manifest(prep, artifacts.new_manifest("prepare", dict(PIPELINE, source="multi30k-test-slice"),
+    write_manifest(prep, new_manifest("prepare", dict(PIPELINE, source="multi30k-test-slice"),
                                                            counts=prep_counts))
     dico.write(ids_dir / "dict.txt")
     shutil.copyfile(codes, ids_dir / "codes")  # an `xlp bpe apply` folder holds the tokenizer files it names
-    m = artifacts.new_manifest("bpe-apply", {"codes": str(codes)}, counts=prep_counts, dictionary="dict.txt",
+    m = new_manifest("bpe-apply", {"codes": str(codes)}, counts=prep_counts, dictionary="dict.txt",
                                tokenizer={"kind": "fastbpe", "codes": "codes", "vocab": None, "dict": "dict.txt"},
                                upstream=[{"path": str(prep), "stage": "prepare"}])
-    artifacts.write_manifest(ids_dir, m)
+    write_manifest(ids_dir, m)
     return ids_dir

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import sha256_file, write_json_atomic
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
+from xlp_cli.artifacts.shards import write_shard
 from xlp_cli.bpe.dictionary import Dictionary
 
 
@@ -35,7 +37,7 @@ def write_ids(root: Path, dico: Dictionary, mono: dict[str, dict[str, list[list[
                     "ids": pa.array([np.asarray(s, dtype=np.int32) for s in part], type=pa.list_(pa.int32())),
                 })
                 rel = f"{split}/{lang}/part-{k // rows_per_shard:05d}.parquet"
-                shards[rel] = {"sha256": artifacts.write_shard(root / rel, table, row_group_size=row_group_size),
+                shards[rel] = {"sha256": write_shard(root / rel, table, row_group_size=row_group_size),
                                "rows": len(part)}
             counts.setdefault(split, {})[lang] = len(sents)
     for split, by_pair in (pairs or {}).items():
@@ -50,12 +52,12 @@ def write_ids(root: Path, dico: Dictionary, mono: dict[str, dict[str, list[list[
                 "ids2": pa.array([np.asarray(b, dtype=np.int32) for _, b in rows], type=pa.list_(pa.int32())),
             })
             rel = f"{split}/{pair}/part-00000.parquet"
-            shards[rel] = {"sha256": artifacts.write_shard(root / rel, table, row_group_size=row_group_size),
+            shards[rel] = {"sha256": write_shard(root / rel, table, row_group_size=row_group_size),
                            "rows": len(rows)}
             counts.setdefault(split, {})[pair] = len(rows)
-    m = artifacts.new_manifest("bpe-apply", {"test": True}, dictionary="dict.txt", counts=counts,
+    m = new_manifest("bpe-apply", {"test": True}, dictionary="dict.txt", counts=counts,
                                outputs={"shards": shards}, upstream=[])
-    artifacts.write_manifest(root, m)
+    write_manifest(root, m)
     return root
 
 
@@ -63,9 +65,9 @@ def write_vocab(root: Path, ids_dir: Path, vle: dict[str, dict[int, list[int]]])
     root.mkdir(parents=True, exist_ok=True)
     obj = {"k": sorted({k for v in vle.values() for k in v}),
            "langs": {lang: {str(k): ids for k, ids in by_k.items()} for lang, by_k in vle.items()},
-           "dictionary_sha256": artifacts.sha256_file(ids_dir / "dict.txt")}
-    artifacts.write_json_atomic(root / "vle_vocab.json", obj)
-    artifacts.write_manifest(root, artifacts.new_manifest("vocab-score", {"test": True},
+           "dictionary_sha256": sha256_file(ids_dir / "dict.txt")}
+    write_json_atomic(root / "vle_vocab.json", obj)
+    write_manifest(root, new_manifest("vocab-score", {"test": True},
                                                           upstream=[{"path": str(ids_dir), "stage": "bpe-apply"}]))
     return root
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import typer
 
-from xlp_cli.cli import commands
 from xlp_cli import stages
+from xlp_cli.cli import commands
 from xlp_cli.cli.app import app
 
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Callable
 
 import pyarrow.parquet as pq
-
 from reliability_helpers import TEMP, ensure_clean
 
 GOOD = "".join(f"Hello world , sentence number {i} is here .\n" for i in range(40))

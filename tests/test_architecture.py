@@ -5,12 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import import_graph
 import pytest
 
 from xlp_cli.models.encoding_registry import ENCODING_NAMES
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
-
-import import_graph
 
 PKG = Path(__file__).resolve().parent.parent / "xlp_cli"
 ENCODING_OWNERS = {PKG / "models" / "encodings.py", PKG / "models" / "encoding_registry.py"}
@@ -78,9 +77,9 @@ def test_no_code_outside_the_objective_registry_compares_a_pretraining_objective
 
 
 def test_one_stage_table_drives_the_cli_and_the_recipes() -> None:
-    from xlp_cli.recipes import run as recipes
     from xlp_cli import stages
     from xlp_cli.cli.app import app
+    from xlp_cli.recipes import run as recipes
 
     top = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
     assert top == {s.command[0] for s in stages.STAGES.values()}

@@ -14,10 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import typer
+from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
 from typer.testing import CliRunner
 
-from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import data_dir, sha256_file
+from xlp_cli.artifacts.manifest import read_manifest
+from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import N_SPECIALS, SPECIALS, UNK_ID, Dictionary, _native_read
@@ -26,7 +28,7 @@ from xlp_cli.cli.commands import stage_command
 from xlp_cli.core.errors import BadInput
 
 FIX = Path(__file__).parent / "fixtures" / "bpe"
-XLM = artifacts.data_dir() / "xlm_bpe_xnli15"
+XLM = data_dir() / "xlm_bpe_xnli15"
 
 
 def bpe_app() -> typer.Typer:
@@ -69,7 +71,7 @@ def _naive_segment(word: str, merges) -> list[str]:
 
 def test_each_merge_is_a_most_frequent_pair_with_its_true_count():
     """Independent check of the incremental updates: recount all pairs from scratch before every merge."""
-    text = " ".join(parity_lines("en")[:60] + parity_lines("ru")[:30]) if (artifacts.data_dir() / "xlm_parity").is_dir() \
+    text = " ".join(parity_lines("en")[:60] + parity_lines("ru")[:30]) if (data_dir() / "xlm_parity").is_dir() \
         else (FIX / "corpus.txt").read_text(encoding="utf-8")
     merges, words, _ = learn_merges([text.encode()], 80)
     wc = dict(words)
@@ -91,8 +93,8 @@ def test_learning_stops_when_nothing_is_left_to_merge(tmp_path):
 def test_learn_stage_writes_codes_vocab_dict_and_manifest(tmp_path):
     prep = make_prepared(tmp_path / "prep", {"en": ["low lower lowest"] * 50 + ["new newer"] * 5, "fr": ["le bas"] * 3})
     s = learn(BpeLearnConfig(data=[prep], out=tmp_path / "bpe", codes=10))
-    m = artifacts.read_manifest(tmp_path / "bpe", stage="bpe-learn")
-    assert m["tokenizer"]["kind"] == "fastbpe" and m["tokenizer"]["codes_sha256"] == artifacts.sha256_file(tmp_path / "bpe/codes")
+    m = read_manifest(tmp_path / "bpe", stage="bpe-learn")
+    assert m["tokenizer"]["kind"] == "fastbpe" and m["tokenizer"]["codes_sha256"] == sha256_file(tmp_path / "bpe/codes")
     assert m["upstream"][0]["stage"] == "prepare"
     # XLM smoothing, alpha 0.5: q_l proportional to sqrt(n_l); the corpus keeps the split's size
     q_en, q_fr = m["sampling"]["en"]["q"], m["sampling"]["fr"]["q"]
@@ -225,7 +227,7 @@ def test_apply_with_several_workers_writes_the_same_shards(tmp_path):
         apply(BpeApplyConfig(data=[prep, tmp_path / "bpe"], out=tmp_path / f"ids{workers}", workers=workers,
                              batch_rows=7))
         shards = sorted((tmp_path / f"ids{workers}").rglob("part-*.parquet"))
-        digests.append([(p.relative_to(tmp_path / f"ids{workers}"), artifacts.sha256_file(p)) for p in shards])
+        digests.append([(p.relative_to(tmp_path / f"ids{workers}"), sha256_file(p)) for p in shards])
     assert digests[0] == digests[1] and len(digests[0]) == 3
 
 
@@ -236,9 +238,9 @@ def test_apply_stage_writes_id_shards_mono_and_pairs(tmp_path):
                          shard_rows=16)
     learn(BpeLearnConfig(data=[prep], out=tmp_path / "bpe", codes=30))
     s = apply(BpeApplyConfig(data=[prep, tmp_path / "bpe"], out=tmp_path / "ids"))
-    m = artifacts.read_manifest(tmp_path / "ids", stage="bpe-apply")
+    m = read_manifest(tmp_path / "ids", stage="bpe-apply")
     assert [u["stage"] for u in m["upstream"]] == ["prepare", "bpe-learn"]
-    assert m["dictionary_sha256"] == artifacts.sha256_file(tmp_path / "ids/dict.txt")
+    assert m["dictionary_sha256"] == sha256_file(tmp_path / "ids/dict.txt")
     assert m["counts"]["train"] == {"de": 20, "en": 40, "de-en": 4}
     t = pq.read_table(tmp_path / "ids/train/en/part-00000.parquet")
     assert t.schema.names == ["id", "lang", "text", "ids"] and t.schema.field("ids").type.value_type == pa.int32()
@@ -246,7 +248,7 @@ def test_apply_stage_writes_id_shards_mono_and_pairs(tmp_path):
     dico = Dictionary.read(tmp_path / "ids/dict.txt")
     assert t.column("text").to_pylist() == codec.apply_lines(en[:16])
     assert t.column("ids").to_pylist() == [dico.encode(x.split()).tolist() for x in codec.apply_lines(en[:16])]
-    assert len(artifacts.shard_paths(tmp_path / "ids/train/en")) == 3
+    assert len(shard_paths(tmp_path / "ids/train/en")) == 3
     p = pq.read_table(tmp_path / "ids/train/de-en/part-00000.parquet")
     assert {"ids1", "ids2", "text1", "text2", "lang1", "lang2"} <= set(p.schema.names)
     assert s["unk_rate"] == 0.0 and s["tokens"] == m["tokens"]["train"]["en"] + m["tokens"]["train"]["de"] + m["tokens"]["train"]["de-en"]
@@ -270,7 +272,7 @@ def test_sentencepiece_learns_and_applies_on_raw_text(tmp_path):
     prep = make_prepared(tmp_path / "prep", {k: [x.lower() for x in v] for k, v in raw.items()}, raw=raw)
     learn(BpeLearnConfig(data=[prep], out=tmp_path / "spm", tokenizer="sentencepiece", spm_vocab_size=60,
                          spm_model_type="bpe"))
-    m = artifacts.read_manifest(tmp_path / "spm")
+    m = read_manifest(tmp_path / "spm")
     assert m["tokenizer"]["kind"] == "sentencepiece" and (tmp_path / "spm/spm.model").is_file()
     apply(BpeApplyConfig(data=[prep, tmp_path / "spm"], out=tmp_path / "ids"))
     t = pq.read_table(tmp_path / "ids/train/en/part-00000.parquet")
@@ -387,6 +389,6 @@ def test_learn_from_both_sides_of_parallel_folders(tmp_path):
     with pytest.raises(BadInput, match="no train shards"):
         learn(BpeLearnConfig(data=[prep], out=tmp_path / "a", codes=5))
     learn(BpeLearnConfig(data=[prep], out=tmp_path / "b", codes=5, parallel=True))
-    m = artifacts.read_manifest(tmp_path / "b")
+    m = read_manifest(tmp_path / "b")
     assert sorted(m["sampling"]) == ["de", "en"] and m["sampling"]["de"]["sentences"] == 6
     assert (tmp_path / "b" / "codes").read_text(encoding="utf-8").count("\n") == 5

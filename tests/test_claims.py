@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
 from ft_helpers import build_runs
+
 from xlp_cli.core.config import from_dict
 from xlp_cli.tasks.claims import paired_test, t_sf
 

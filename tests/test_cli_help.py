@@ -14,13 +14,12 @@ import sys
 
 import pytest
 import typer
+from readme_check import check
 
 from xlp_cli import stages
-from xlp_cli.core import ui
 from xlp_cli.cli.app import app
 from xlp_cli.cli.commands import example_text
-
-from readme_check import check
+from xlp_cli.core import ui
 
 COMMANDS = [list(s.command) for s in stages.STAGES.values()]
 

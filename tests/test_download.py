@@ -12,8 +12,8 @@ import threading
 import zipfile
 
 import pytest
-
 from sources_helpers import read_all
+
 from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.download import download

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from ft_helpers import build_runs
+
 from xlp_cli.core.errors import BadInput
 from xlp_cli.evaluate.run import run
-from xlp_cli.tasks.common import EVALUATE
 from xlp_cli.models.checkpoint import load_pretrained
+from xlp_cli.tasks.common import EVALUATE
 
 pytestmark = [pytest.mark.integration]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.manifest import read_manifest
 from xlp_cli.core.errors import BadInput
-from xlp_cli.tasks.xnli import report, scores as xnli
 from xlp_cli.evaluate.run import run
 from xlp_cli.tasks.common import EVALUATE
+from xlp_cli.tasks.xnli import report, scores as xnli
 
 FIX = Path(__file__).parent / "fixtures" / "evaluate"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -141,4 +141,4 @@ def test_cli_one_line_error_and_table(tmp_path):
                                  "--out", str(tmp_path / "e")])
     assert r.exit_code == 0, r.stderr
     assert "85.0 ± 7.1" in r.stdout and "additive" in r.stdout
-    assert artifacts.read_manifest(tmp_path / "e", stage="evaluate")["config"]["task"] == "xnli"
+    assert read_manifest(tmp_path / "e", stage="evaluate")["config"]["task"] == "xnli"

@@ -33,7 +33,8 @@ if "transformers" not in sys.modules:  # remote code is copied here, not into ~/
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from xlp_cli import artifacts  # noqa: E402
+from xlp_cli.artifacts.files import sha256_file  # noqa: E402
+from xlp_cli.artifacts.manifest import new_manifest, read_manifest, write_manifest  # noqa: E402
 from xlp_cli.bpe.dictionary import Dictionary  # noqa: E402
 from xlp_cli.export import hf_remote  # noqa: E402
 from xlp_cli.models import checkpoint as ckpt  # noqa: E402
@@ -113,7 +114,7 @@ def _hand_run(root: Path, name: str) -> Path:
             p.add_(0.1 * torch.randn_like(p))
     ckpt.save(run / "checkpoints" / "best", model, {"step": 1})
     up = [{"path": str((root / "ids").resolve()), "stage": "bpe-apply"}]
-    artifacts.write_manifest(run, artifacts.new_manifest("pretrain", {"hand": name}, upstream=up))
+    write_manifest(run, new_manifest("pretrain", {"hand": name}, upstream=up))
     return run
 
 
@@ -238,8 +239,8 @@ def test_export_refuses_what_is_not_a_pretrain_run_and_resumes(chain, tmp_path):
     r2 = run_cli("export", "--format", "hf", run, tmp_path / "z", "--json")
     assert r1.exit_code == r2.exit_code == 0
     assert json.loads(r2.stdout)["skipped"] is True
-    m = artifacts.read_manifest(tmp_path / "z", stage="export")
-    assert m["outputs"]["model.safetensors"]["sha256"] == artifacts.sha256_file(tmp_path / "z" / "model.safetensors")
+    m = read_manifest(tmp_path / "z", stage="export")
+    assert m["outputs"]["model.safetensors"]["sha256"] == sha256_file(tmp_path / "z" / "model.safetensors")
     assert np.all([not p.name.startswith(".") or p.name.startswith(".xlp") for p in (tmp_path / "z").iterdir()])
 
 

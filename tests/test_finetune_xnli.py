@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import math
-from fractions import Fraction
 import shutil
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import torch
-
 from ft_helpers import build_runs
+
 from xlp_cli.core.config import from_dict
 from xlp_cli.core.errors import BadInput
-from xlp_cli.tasks import finetune as run
 from xlp_cli.models.checkpoint import load_model, load_pretrained, read_meta
+from xlp_cli.tasks import finetune as run
 from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import XnliConfig
 

@@ -9,7 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import atomic_folder, atomic_path, sha256_file, truncate_jsonl
+from xlp_cli.artifacts.manifest import find_upstream, new_manifest, read_manifest, write_manifest
+from xlp_cli.artifacts.shards import read_shard, shard_paths, write_shard
 from xlp_cli.core import config
 from xlp_cli.core.errors import BadInput
 
@@ -59,17 +62,17 @@ def test_toml_then_flags_override(tmp_path):
 def test_shard_roundtrip_is_atomic_and_hashed(tmp_path):
     t = pa.table({"id": ["a", "b"], "text": ["x y", "z"]})
     p = tmp_path / "train" / "en" / "part-00000.parquet"
-    digest = artifacts.write_shard(p, t)
-    assert digest == artifacts.sha256_file(p)
-    assert artifacts.read_shard(p).to_pylist() == t.to_pylist()
-    assert [x.name for x in artifacts.shard_paths(p.parent)] == ["part-00000.parquet"]
+    digest = write_shard(p, t)
+    assert digest == sha256_file(p)
+    assert read_shard(p).to_pylist() == t.to_pylist()
+    assert [x.name for x in shard_paths(p.parent)] == ["part-00000.parquet"]
     assert not list(p.parent.glob("*.tmp"))
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "f.txt"
     with pytest.raises(RuntimeError):
-        with artifacts.atomic_path(target) as tmp:
+        with atomic_path(target) as tmp:
             tmp.write_text("half")
             raise RuntimeError("boom")
     assert not target.exists() and list(tmp_path.iterdir()) == []
@@ -79,33 +82,33 @@ def test_corrupt_shard_is_bad_input(tmp_path):
     p = tmp_path / "part-00000.parquet"
     p.write_bytes(b"PAR1 not really")
     with pytest.raises(BadInput, match="not a readable Parquet shard"):
-        artifacts.read_shard(p)
+        read_shard(p)
 
 
 def test_manifest_stage_check_and_guard(tmp_path):
     out = tmp_path / "o"
-    assert artifacts.guard_out_dir(out, "prepare", {"a": 1}, force=False) is None
-    artifacts.write_manifest(out, artifacts.new_manifest("prepare", {"a": 1}))
-    assert artifacts.guard_out_dir(out, "prepare", {"a": 1}, force=False)["stage"] == "prepare"
+    assert outdir.guard_out_dir(out, "prepare", {"a": 1}, force=False) is None
+    write_manifest(out, new_manifest("prepare", {"a": 1}))
+    assert outdir.guard_out_dir(out, "prepare", {"a": 1}, force=False)["stage"] == "prepare"
     with pytest.raises(BadInput, match="different config .*changed: a"):
-        artifacts.guard_out_dir(out, "prepare", {"a": 2}, force=False)
-    artifacts.guard_out_dir(out, "prepare", {"a": 2}, force=True)
+        outdir.guard_out_dir(out, "prepare", {"a": 2}, force=False)
+    outdir.guard_out_dir(out, "prepare", {"a": 2}, force=True)
     assert not (out / "manifest.json").exists()  # --force starts clean
     with pytest.raises(BadInput, match="expected the output of `xlp vocab-score`"):
-        artifacts.write_manifest(out, artifacts.new_manifest("prepare", {"a": 2}))
-        artifacts.read_manifest(out, stage="vocab-score")
+        write_manifest(out, new_manifest("prepare", {"a": 2}))
+        read_manifest(out, stage="vocab-score")
     (out / "manifest.json").write_text("{not json")
     with pytest.raises(BadInput, match="corrupt manifest"):
-        artifacts.read_manifest(out)
+        read_manifest(out)
 
 
 def test_find_upstream_follows_links(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    artifacts.write_manifest(a, artifacts.new_manifest("prepare", {}))
-    artifacts.write_manifest(b, artifacts.new_manifest("bpe-apply", {}, upstream=[{"path": str(a), "stage": "prepare"}]))
-    found = artifacts.find_upstream([b], "prepare")
+    write_manifest(a, new_manifest("prepare", {}))
+    write_manifest(b, new_manifest("bpe-apply", {}, upstream=[{"path": str(a), "stage": "prepare"}]))
+    found = find_upstream([b], "prepare")
     assert found is not None and found[0] == a.resolve()
-    assert artifacts.find_upstream([b], "pretrain") is None
+    assert find_upstream([b], "pretrain") is None
 
 
 def test_cli_usage_errors_are_one_line_exit_2(cli):
@@ -131,15 +134,15 @@ def test_version(cli):
 
 def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):
     final = tmp_path / "ckpt" / "last"
-    with artifacts.atomic_folder(final) as tmp:
+    with atomic_folder(final) as tmp:
         (tmp / "a").write_text("1")
     assert (final / "a").read_text() == "1"
     with pytest.raises(RuntimeError):
-        with artifacts.atomic_folder(final) as tmp:
+        with atomic_folder(final) as tmp:
             (tmp / "a").write_text("2")
             raise RuntimeError("killed mid-write")
     assert (final / "a").read_text() == "1"  # the old checkpoint survives a failed save
-    with artifacts.atomic_folder(final) as tmp:
+    with atomic_folder(final) as tmp:
         (tmp / "b").write_text("3")
     assert sorted(p.name for p in final.iterdir()) == ["b"]
     assert sorted(p.name for p in final.parent.iterdir()) == ["last"]
@@ -148,5 +151,5 @@ def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):
 def test_truncate_jsonl_keeps_steps_up_to_the_checkpoint(tmp_path):
     log = tmp_path / "metrics.jsonl"
     log.write_text('{"step": 1}\n{"step": 2}\nnot json\n[1]\n{"step": 3}\n')
-    artifacts.truncate_jsonl(log, 2)
+    truncate_jsonl(log, 2)
     assert log.read_text() == '{"step": 1}\n{"step": 2}\n'

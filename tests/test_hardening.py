@@ -17,10 +17,10 @@ import typing
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli
-from xlp_cli.artifacts import outdir
+
 from xlp_cli import stages
+from xlp_cli.artifacts import outdir
 from xlp_cli.core.config import _coerce
 from xlp_cli.core.errors import BadInput
 

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from xlp_cli.models.interlingua import ABLATIONS, LOSS_TERMS, interlingua_losses, semantic_distance
 from xlp_cli.models.factory import build_seq2seq
+from xlp_cli.models.interlingua import ABLATIONS, LOSS_TERMS, interlingua_losses, semantic_distance
 from xlp_cli.models.seq2seq import EOS, PAD, Seq2SeqConfig, label_smoothed_nll, targets
 
 

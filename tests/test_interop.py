@@ -15,14 +15,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import run_cli
-from xlp_cli import artifacts
+
 from xlp_cli.artifacts import layout
+from xlp_cli.artifacts.files import data_dir, write_json_atomic
+from xlp_cli.artifacts.manifest import find_upstream, read_manifest
 from xlp_cli.core.errors import BadInput
 
 pytestmark = pytest.mark.integration
-M30K = artifacts.data_dir() / "multi30k"
+M30K = data_dir() / "multi30k"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
@@ -46,7 +47,7 @@ def outs(tmp_path_factory):
 
 
 def _listed(folder: Path) -> dict[str, dict]:
-    return artifacts.read_manifest(folder)["outputs"]["shards"]
+    return read_manifest(folder)["outputs"]["shards"]
 
 
 def _rows(folder: Path) -> int:
@@ -62,7 +63,7 @@ FOLDERS = ["mono", "mono-ids", "pair", "pair-ids"]
 
 def test_stage_folders_stand_alone(outs):
     for name in ("mono", "pair"):
-        m = artifacts.read_manifest(outs / name, stage="prepare")
+        m = read_manifest(outs / name, stage="prepare")
         assert m["outputs"]["bpe"] == f"../{name}-bpe" and m["outputs"]["ids"] == f"../{name}-ids"
         assert not any(p.is_dir() and p.name in ("bpe", "ids") for p in (outs / name).iterdir())
         # nothing but shards below the split folders
@@ -165,7 +166,7 @@ def test_shards_describe_themselves(outs):
 def test_dictionary_layout_in_the_artifact(outs):
     """dict.txt line i is id i + 14: the manifest says so, and decoding by it gives back the shard's subwords."""
     ids = outs / "mono-ids"
-    m = artifacts.read_manifest(ids, stage="bpe-apply")
+    m = read_manifest(ids, stage="bpe-apply")
     lay = m["dictionary_layout"]
     assert lay["first_word_id"] == 14 and lay["specials"]["<unk>"] == 3
     words = [line.split(" ")[0] for line in (ids / m["dictionary"]).read_text(encoding="utf-8").splitlines()]
@@ -173,7 +174,7 @@ def test_dictionary_layout_in_the_artifact(outs):
     t = pq.read_table(ids / rel, columns=["text", "ids"]).slice(0, 50)
     for text, row in zip(t.column("text").to_pylist(), t.column("ids").to_pylist()):
         assert " ".join(words[i - lay["first_word_id"]] if i >= 14 else "<unk>" for i in row) == text or 3 in row
-    assert artifacts.read_manifest(outs / "mono-bpe", stage="bpe-learn")["dictionary_layout"] == lay
+    assert read_manifest(outs / "mono-bpe", stage="bpe-learn")["dictionary_layout"] == lay
 
 
 def test_manifests_match_the_json_schema(outs):
@@ -200,7 +201,7 @@ def test_files_honour_umask_022(outs):
 def test_umask_077_still_private(tmp_path):
     old = os.umask(0o077)
     try:
-        artifacts.write_json_atomic(tmp_path / "x.json", {"a": 1})
+        write_json_atomic(tmp_path / "x.json", {"a": 1})
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "x.json").stat().st_mode) == 0o600
@@ -210,19 +211,19 @@ def test_old_and_new_format_versions(tmp_path):
     """A format-1 manifest (xlp 0.1: no format_version, bpe/ids inside prepare) is read; a newer one is one line."""
     old = tmp_path / "old"
     (old / "ids").mkdir(parents=True)
-    artifacts.write_json_atomic(old / "manifest.json", {"stage": "prepare", "config": {}, "outputs": {"ids": "ids"}})
-    artifacts.write_json_atomic(old / "ids" / "manifest.json", {"stage": "bpe-apply", "config": {}, "outputs": {}})
-    assert artifacts.find_upstream([old], "bpe-apply")[0] == (old / "ids").resolve()
+    write_json_atomic(old / "manifest.json", {"stage": "prepare", "config": {}, "outputs": {"ids": "ids"}})
+    write_json_atomic(old / "ids" / "manifest.json", {"stage": "bpe-apply", "config": {}, "outputs": {}})
+    assert find_upstream([old], "bpe-apply")[0] == (old / "ids").resolve()
     new = tmp_path / "new"
-    artifacts.write_json_atomic(new / "manifest.json", {"format_version": 99, "stage": "prepare", "config": {}})
+    write_json_atomic(new / "manifest.json", {"format_version": 99, "stage": "prepare", "config": {}})
     with pytest.raises(BadInput, match="newer xlp .*format 99"):
-        artifacts.read_manifest(new)
+        read_manifest(new)
     r = run_cli("vocab-score", "--data", new, "--out", tmp_path / "v")
     assert r.exit_code == 2 and "newer xlp" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     bad = tmp_path / "bad"
-    artifacts.write_json_atomic(bad / "manifest.json", {"stage": "prepare", "outputs": {"ids": "../../etc"}})
+    write_json_atomic(bad / "manifest.json", {"stage": "prepare", "outputs": {"ids": "../../etc"}})
     with pytest.raises(BadInput, match="not a sibling folder name"):
-        artifacts.find_upstream([bad], "bpe-apply")
+        find_upstream([bad], "bpe-apply")
 
 
 def test_format_1_folder_still_read_and_resumed(outs, tmp_path):

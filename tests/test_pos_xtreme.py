@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from ft_helpers import build_runs
-from xlp_cli.recipes import run as recipes
+
+from xlp_cli.artifacts.special_ids import EOS, UNK
 from xlp_cli.core.config import from_dict
 from xlp_cli.core.errors import BadInput
 from xlp_cli.evaluate.run import run as evaluate
-from xlp_cli.tasks import finetune
 from xlp_cli.models.checkpoint import load_model, load_pretrained, read_config
 from xlp_cli.models.heads import TokenClassifier
-from xlp_cli.artifacts.special_ids import EOS, UNK
+from xlp_cli.recipes import run as recipes
+from xlp_cli.tasks import finetune
 from xlp_cli.tasks.conllu import UPOS
 from xlp_cli.tasks.finetuning import Pretrained
 from xlp_cli.tasks.pos import data as pd

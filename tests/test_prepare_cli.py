@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
 from conftest import FIXTURES, run_cli
-from xlp_cli import artifacts
+
+from xlp_cli.artifacts.manifest import find_upstream
 
 FIX = FIXTURES / "prepare"
 EN, FR = FIX / "news.en.txt", FIX / "news.fr.txt"
@@ -260,7 +260,7 @@ def test_bpe_inside_prepare(tmp_path):
     assert (bpe / "codes").is_file() and (ids / "manifest.json").is_file()
     assert json.loads((ids / "manifest.json").read_text())["stage"] == "bpe-apply"
     assert list((ids / "train" / "en").glob("part-*.parquet"))
-    assert artifacts.find_upstream([out], "bpe-apply")[0] == ids.resolve()  # `--data p` still finds the ids
+    assert find_upstream([out], "bpe-apply")[0] == ids.resolve()  # `--data p` still finds the ids
     for src in (bpe, bpe / "codes"):  # reuse a learn folder, or a bare codes file
         out2 = tmp_path / f"reuse-{src.name}"
         r = prepare(out2, "--source", "text", "--lang", "fr", FR, "--bpe-from", src)

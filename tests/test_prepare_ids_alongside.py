@@ -11,13 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
-from xlp_cli import artifacts
+
+from xlp_cli.artifacts.files import data_dir
 from xlp_cli.bpe import run as bpe_run
 
-XLM = artifacts.data_dir() / "xlm_bpe_xnli15"
-IWSLT = artifacts.data_dir() / "iwslt14_de_en"
+XLM = data_dir() / "xlm_bpe_xnli15"
+IWSLT = data_dir() / "iwslt14_de_en"
 XLM_ARGS = ["--tokenize", "xlm", "--lowercase", "xlm", "--shard-size", "9000", "--no-dedup"]
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ def _sentences(tmp: Path, counts: tuple[tuple[str, int], ...]) -> list[Path]:
     """The first n Common Voice sentence-collector sentences of each (lang, n), as tmp/cv.<lang>.txt."""
     paths = []
     for lang, n in counts:
-        src = artifacts.data_dir() / "commonvoice_sentences" / f"{lang}.sentence-collector.txt.gz"
+        src = data_dir() / "commonvoice_sentences" / f"{lang}.sentence-collector.txt.gz"
         if not src.is_file():
             pytest.skip(f"{src} not found")
         with gzip.open(src, "rt", encoding="utf-8") as f:
@@ -87,7 +87,7 @@ def test_ids_made_alongside_are_the_bytes_of_bpe_apply(tmp_path, monkeypatch):
 
 def test_pair_ids_made_alongside_are_the_bytes_of_bpe_apply(tmp_path, monkeypatch):
     if not (XLM / "codes_xnli_15").is_file() or not IWSLT.is_dir():
-        pytest.skip(f"XLM's codes or IWSLT14 not found under {artifacts.data_dir()}")
+        pytest.skip(f"XLM's codes or IWSLT14 not found under {data_dir()}")
     inputs = ["--source", "opus", "--lang", "de,en", str(IWSLT / "IWSLT14.TED.tst2010.de-en.de"),
               str(IWSLT / "IWSLT14.TED.tst2010.de-en.en")]
     usual = _made_usual_way(monkeypatch)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import run_cli
 from kill_helpers import kill_when, start_xlp, wait_until
 from test_prepare_splits import hashes, make_multistream, manifest

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import REPO, run_cli, write_commonvoice
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import run_cli
 
 WORDS = {"de": ("der Hund", "läuft", "schnell"), "en": ("the dog", "runs", "fast"), "fr": ("le chien", "court", "vite")}

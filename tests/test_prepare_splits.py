@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from kill_helpers import kill_when, start_xlp
 from sources_helpers import SRC_FIXTURES, read_all
+
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions
 from xlp_cli.prepare.sources import plan_splits, read_split
 from xlp_cli.prepare.sources.wikipedia_multistream import index_for, stream_offsets, write_multistream

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import REPO, run_cli
 from sources_helpers import SRC_FIXTURES, read_all
+
 from xlp_cli.prepare import process
 from xlp_cli.prepare.records import RawPage, RecordProblem
 from xlp_cli.prepare.sources.wikipedia import page_lines
@@ -44,7 +44,7 @@ def _hashes(out: Path) -> dict[str, str]:
 
     import pyarrow.parquet as pq
 
-    from xlp_cli import artifacts
+    from xlp_cli.artifacts.shards import PARQUET_COMPRESSION
 
     out_hashes = {}
     for p in sorted(out.glob("*/*/part-*.parquet")):
@@ -52,7 +52,7 @@ def _hashes(out: Path) -> dict[str, str]:
         meta = table.schema.metadata or {}
         assert meta.get(b"xlp.stage") == b"prepare", p  # the layout's metadata is there
         buf = io.BytesIO()
-        pq.write_table(table.replace_schema_metadata(None), buf, compression=artifacts.PARQUET_COMPRESSION,
+        pq.write_table(table.replace_schema_metadata(None), buf, compression=PARQUET_COMPRESSION,
                        row_group_size=pq.ParquetFile(p).metadata.row_group(0).num_rows)  # the shard's own groups
         out_hashes[p.relative_to(out).as_posix()] = hashlib.sha256(buf.getvalue()).hexdigest()
     return out_hashes

@@ -11,8 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import torch
-
 from pretrain_helpers import real_text, synthetic, write_vocab
+
 from xlp_cli.models.checkpoint import load_pretrained
 
 REPO = Path(__file__).resolve().parent.parent

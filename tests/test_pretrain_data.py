@@ -6,11 +6,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-
 from pretrain_helpers import synthetic
-from xlp_cli import artifacts
-from xlp_cli.core.errors import BadInput
+
+from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, MASK as MASK_INDEX, N_SPECIAL, PAD as PAD_INDEX
+from xlp_cli.core.errors import BadInput
 from xlp_cli.train.data import PretrainData
 from xlp_cli.train.masking import mask_scores, mask_tokens
 from xlp_cli.train.streams import MonoStream, sampling_probs
@@ -18,14 +18,14 @@ from xlp_cli.train.streams import MonoStream, sampling_probs
 
 def _sentences(ids_dir, lang):
     out = []
-    for p in artifacts.shard_paths(ids_dir / "train" / lang):
+    for p in shard_paths(ids_dir / "train" / lang):
         out.extend(pq.read_table(p, columns=["ids"]).column("ids").to_pylist())
     return out
 
 
 def test_stream_is_xlm_concatenation_in_order_without_shuffle(tmp_path) -> None:
     ids = synthetic(tmp_path / "ids", n_sent=120, rows_per_shard=50, row_group_size=20)
-    paths = artifacts.shard_paths(ids / "train" / "en")
+    paths = shard_paths(ids / "train" / "en")
     s = MonoStream(paths, "en", 0, 16, 0, 10_000, shuffle=False)
     assert len(s.groups) == 7  # 3 shards of 50, 50, 20 rows in row groups of 20: read one group at a time
     got = s.next_windows(10_000, max_epochs=1).reshape(-1).tolist()
@@ -37,7 +37,7 @@ def test_stream_is_xlm_concatenation_in_order_without_shuffle(tmp_path) -> None:
 
 def test_stream_shuffled_covers_everything_once_per_epoch_and_resumes(tmp_path) -> None:
     ids = synthetic(tmp_path / "ids", n_sent=200, row_group_size=30)
-    paths = artifacts.shard_paths(ids / "train" / "fr")
+    paths = shard_paths(ids / "train" / "fr")
     a = MonoStream(paths, "fr", 1, 8, 3, 10_000)
     first = a.next_windows(5)
     state = a.state()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from pretrain_helpers import synthetic
+
 from xlp_cli.models.checkpoint import load_pretrained
 
 REPO = Path(__file__).resolve().parent.parent

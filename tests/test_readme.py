@@ -58,7 +58,7 @@ def script(kind: str, text: str) -> str:
 
 
 def _env() -> dict[str, str]:
-    from xlp_cli.artifacts import data_dir
+    from xlp_cli.artifacts.files import data_dir
 
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

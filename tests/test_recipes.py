@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from xlp_cli.recipes import run as recipes
 from xlp_cli.core.config import from_dict
 from xlp_cli.core.errors import BadInput
+from xlp_cli.recipes import run as recipes
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import write_commonvoice
 from reliability_corpus import CASES, check_case
 from reliability_helpers import alive, digest, ensure_clean, interrupt, sweep, temp_files

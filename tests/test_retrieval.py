@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from ft_helpers import build_runs
+
 from xlp_cli.core.config import from_dict
 from xlp_cli.core.errors import BadInput
 from xlp_cli.evaluate.run import run as evaluate

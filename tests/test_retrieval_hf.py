@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from ft_helpers import build_runs
+
 from xlp_cli.core.config import from_dict
 from xlp_cli.evaluate.run import run as evaluate
 from xlp_cli.tasks.retrieval.config import RetrievalConfig

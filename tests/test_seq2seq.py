@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from xlp_cli.core.errors import BadInput
-from xlp_cli.models.search import beam_search, greedy, length_normalized, score_hypothesis
 from xlp_cli.models.factory import build_seq2seq
-from xlp_cli.models.seq2seq import (BOS, EOS, PAD, PRESETS, Seq2SeqConfig, label_smoothed_nll,
-                                    targets)
+from xlp_cli.models.search import beam_search, greedy, length_normalized, score_hypothesis
+from xlp_cli.models.seq2seq import BOS, EOS, PAD, PRESETS, Seq2SeqConfig, label_smoothed_nll, targets
 
 ENCODINGS = ["attaching", "additive", "xlp", "none"]
 

@@ -11,7 +11,6 @@ import re
 import zipfile
 
 import pytest
-
 from conftest import run_cli
 from sources_helpers import SRC_FIXTURES
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gzip
 
 import pytest
-
 from sources_helpers import SRC_FIXTURES, read_all
+
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources.commoncrawl import decode_html, html_to_text, identify
 

@@ -6,8 +6,8 @@ import gettext as stdlib_gettext
 import struct
 
 import pytest
-
 from sources_helpers import SRC_FIXTURES, monos, pairs, read_all
+
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources.gettext import clean_message, find_catalogs, locale_lang, message_pairs, parse_mo
 

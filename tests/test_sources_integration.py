@@ -9,8 +9,8 @@ import unicodedata
 from collections import Counter
 
 import pytest
-
 from sources_helpers import monos, pairs, read_all
+
 from xlp_cli.prepare.sources.gettext import DEFAULT_ROOTS, find_catalogs, parse_mo
 
 pytestmark = pytest.mark.integration

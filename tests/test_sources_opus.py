@@ -7,8 +7,8 @@ import io
 import zipfile
 
 import pytest
-
 from sources_helpers import SRC_FIXTURES, monos, pairs, read_all
+
 from xlp_cli.core.errors import BadInput
 
 MOSES = SRC_FIXTURES / "moses"

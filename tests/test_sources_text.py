@@ -7,8 +7,8 @@ import gzip
 import lzma
 
 import pytest
-
 from sources_helpers import SRC_FIXTURES, read_all
+
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources import expand_inputs
 

@@ -9,8 +9,8 @@ import random
 import re
 
 import pytest
-
 from sources_helpers import SRC_FIXTURES, read_all
+
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.sources.wikipedia import wikitext_to_lines
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 from xlm_chain import fixtures_dir
-from xlp_cli.artifacts import data_dir
+
+from xlp_cli.artifacts.files import data_dir
 from xlp_cli.text.pipeline import TextPipeline
 
 XLP = str(Path(sys.executable).with_name("xlp"))

@@ -8,9 +8,9 @@ import sys
 import threading
 
 import pytest
-
 import text_oracles as oracle
 from xlm_chain import fixtures_dir
+
 from xlp_cli.text import native
 from xlp_cli.text.case import lowercase_safe, lowercase_xlm
 from xlp_cli.text.clean import remove_non_printing

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from xlp_cli.artifacts import data_dir
+from xlp_cli.artifacts.files import data_dir
 from xlp_cli.text.case import lowercase_safe, lowercase_xlm
 from xlp_cli.text.pipeline import TextPipeline
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from text_samples import LANGS, held_in
 from xlm_chain import fixtures_dir, lowercase_and_remove_accent, tokenize_sh, unavailable
+
 from xlp_cli.text.pipeline import TextPipeline
 
 pytestmark = pytest.mark.integration

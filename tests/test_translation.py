@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mt_fixture
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-
-import mt_fixture
 from conftest import run_cli
 
 pytestmark = [pytest.mark.integration]
@@ -81,10 +80,10 @@ def test_translate_raw_text_file_and_stdin(overfit, slice200, tmp_path):
 
 @pytest.mark.slow
 def test_beam_one_equals_greedy_and_length_penalty_lengthens(overfit, slice200):
-    from xlp_cli.tasks.translation.data import collate, read_pairs
-    from xlp_cli.tasks.translation.finetune import load_translation_model
     from xlp_cli.models.search import beam_search, greedy
     from xlp_cli.models.seq2seq import targets
+    from xlp_cli.tasks.translation.data import collate, read_pairs
+    from xlp_cli.tasks.translation.finetune import load_translation_model
 
     model = load_translation_model(overfit / "seed-1")
     pairs = read_pairs(slice200, "test")["de-en"].take(40)
@@ -186,9 +185,9 @@ def test_encoder_starts_from_an_xlp_pretrain_run(slice200, tmp_path):
                 "--eval-every", "2", "--eval-batches", "1", "--num-threads", "1")
     assert r.exit_code == 0, r.output
     from xlp_cli.core import config as cfgmod
+    from xlp_cli.models.checkpoint import load_pretrained
     from xlp_cli.tasks.translation.config import TranslationConfig
     from xlp_cli.tasks.translation.job import Job
-    from xlp_cli.models.checkpoint import load_pretrained
 
     cfg = cfgmod.from_dict(TranslationConfig, {"task": "translation", "data": [str(slice200)], "out": str(tmp_path / "ft"),
                                             "init-encoder": str(pt), "which": "last", "lang-encoding": "xlp", "preset": "tiny"})

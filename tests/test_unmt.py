@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
-
 from conftest import run_cli
+
 from xlp_cli.text.pipeline import TextPipeline
 
 pytestmark = [pytest.mark.integration]

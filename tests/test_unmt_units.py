@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.search import greedy
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, targets
-from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.tasks.unmt.config import lambda_at, parse_lambda
 from xlp_cli.tasks.unmt.noise import add_noise
 from xlp_cli.tasks.unmt.objective import back_translate
@@ -177,7 +177,8 @@ def test_one_unmt_step_trains_both_sides_language_signal(encoding: str, style: s
     from types import SimpleNamespace
 
     from pretrain_helpers import write_ids
-    from xlp_cli import artifacts
+
+    from xlp_cli.artifacts.shards import shard_paths
     from xlp_cli.bpe.dictionary import Dictionary
     from xlp_cli.tasks.unmt.objective import KINDS, Unmt
     from xlp_cli.train.runtime import Runtime
@@ -190,7 +191,7 @@ def test_one_unmt_step_trains_both_sides_language_signal(encoding: str, style: s
     model.init_decoder_from_encoder()
     cfg = SimpleNamespace(batch_sentences=4, word_shuffle=3.0, word_dropout=0.1, word_blank=0.1, word_pred=0.15,
                           lambda_ae="1", lambda_bt="1", lambda_mlm="1", label_smoothing=0.1, bt_temperature=0.0)
-    streams = {k: {lang: SentenceStream(artifacts.shard_paths(ids / "train" / lang), lang, 1, 10 * j + i, V, 12)
+    streams = {k: {lang: SentenceStream(shard_paths(ids / "train" / lang), lang, 1, 10 * j + i, V, 12)
                    for i, lang in enumerate(("de", "en"))} for j, k in enumerate(KINDS)}
     obj = Unmt(cfg, 1, ["de", "en"], {"de": 0, "en": 1}, streams, V, Runtime.create("cpu", "none", 0))
     model.train()

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mt_fixture
 import pytest
 import torch
-
-import mt_fixture
 from pretrain_helpers import real_text, synthetic, write_vocab
+
 from xlp_cli.models.checkpoint import load_pretrained
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.veco import Side, plug_out, stack_pair, streams
@@ -117,6 +117,7 @@ def test_split_pair_recovers_both_sides() -> None:
 
 def test_adjacent_pairs_are_neighbouring_sentences(tmp_path) -> None:
     from pretrain_helpers import write_ids
+
     from xlp_cli.bpe.dictionary import Dictionary
     from xlp_cli.train.adjacent import AdjacentStream
 

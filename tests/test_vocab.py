@@ -12,11 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
-from xlp_cli import artifacts
+from hypothesis import given, settings, strategies as st
+
+from xlp_cli.artifacts.files import data_dir, sha256_file
+from xlp_cli.artifacts.manifest import new_manifest, read_manifest, write_manifest
+from xlp_cli.artifacts.shards import write_shard
 from xlp_cli.bpe.dictionary import N_SPECIALS, Dictionary
 from xlp_cli.core.errors import BadInput
 from xlp_cli.vocab.config import VocabConfig
@@ -33,9 +34,9 @@ def make_ids(root: Path, words: list[str], data: dict[str, list[list[list[int]]]
             t = pa.table({"id": [f"{lang}{k}{i}" for i in range(len(sents))], "lang": [lang] * len(sents),
                           "text": [" ".join(d.words[j] for j in s) for s in sents],
                           "ids": pa.array(sents, pa.list_(pa.int32()))})
-            artifacts.write_shard(root / split / lang / f"part-{k:05d}.parquet", t)
-    artifacts.write_manifest(root, artifacts.new_manifest("bpe-apply", {"x": 1}, dictionary="dict.txt",
-                                                          dictionary_sha256=artifacts.sha256_file(root / "dict.txt")))
+            write_shard(root / split / lang / f"part-{k:05d}.parquet", t)
+    write_manifest(root, new_manifest("bpe-apply", {"x": 1}, dictionary="dict.txt",
+                                                          dictionary_sha256=sha256_file(root / "dict.txt")))
     return root
 
 
@@ -63,7 +64,7 @@ def test_exact_counts_scores_and_ranking(tmp_path):
     assert [r["token"] for r in t if r["lang"] == "fr"][0] == "la"  # la: 2 vs 1
     vle = json.loads((tmp_path / "voc/vle_vocab.json").read_text())
     assert vle["k"] == [2, 3] and vle["langs"]["de"]["2"] == [DER, UND] and vle["langs"]["en"]["3"] == [THE, NUM, COMMA]
-    assert vle["dictionary_sha256"] == artifacts.sha256_file(ids / "dict.txt")
+    assert vle["dictionary_sha256"] == sha256_file(ids / "dict.txt")
     assert all(r["id"] >= N_SPECIALS for r in t)
     assert s["tokens_counted"] == (4 + 3 + 3) + 7 + 4
     # --words-only drops 123 and ','; --min-count 2 drops la from en
@@ -77,7 +78,7 @@ def test_k_larger_than_candidates_warns_and_keeps_what_exists(tmp_path):
     s = run(VocabConfig(data=[ids], out=tmp_path / "voc", k=[100]))
     vle = json.loads((tmp_path / "voc/vle_vocab.json").read_text())
     assert len(vle["langs"]["fr"]["100"]) == s["candidates"]["fr"] == 3  # la , 123
-    m = artifacts.read_manifest(tmp_path / "voc", stage="vocab-score")
+    m = read_manifest(tmp_path / "voc", stage="vocab-score")
     assert any("fewer than K=100" in w for w in m["warnings"])
 
 
@@ -127,7 +128,7 @@ def test_counts_are_invariant_to_shard_order(sentences, rnd, tmp_path_factory):
     paths = []
     for k, s in enumerate(sentences):
         p = root / f"part-{k:05d}.parquet"
-        artifacts.write_shard(p, pa.table({"ids": pa.array([s, s[: len(s) // 2]], pa.list_(pa.int32()))}))
+        write_shard(p, pa.table({"ids": pa.array([s, s[: len(s) // 2]], pa.list_(pa.int32()))}))
         paths.append((p, "ids"))
     a = count_shards(paths, 41)
     rnd.shuffle(paths)
@@ -151,8 +152,8 @@ def _words(line: str) -> list[str]:
 
 @pytest.mark.integration
 def test_learn_bpe_and_score_real_multilingual_data(tmp_path):
-    if not (artifacts.data_dir() / "xlm_parity").is_dir():
-        pytest.skip(f"xlm_parity not found at {artifacts.data_dir()}")
+    if not (data_dir() / "xlm_parity").is_dir():
+        pytest.skip(f"xlm_parity not found at {data_dir()}")
     from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
     from xlp_cli.bpe.run import apply, learn
 
@@ -166,7 +167,7 @@ def test_learn_bpe_and_score_real_multilingual_data(tmp_path):
             letters = [ch for ch in tok.removesuffix("@@") if unicodedata.category(ch)[0] == "L"]
             assert letters and all(script in unicodedata.name(ch, "") for ch in letters), (lang, tok)
     # and the whole-word ones are real words: they occur as words in the language's other Common Voice sentences
-    cv = artifacts.data_dir() / "commonvoice_sentences"
+    cv = data_dir() / "commonvoice_sentences"
     for lang in ["en", "fr", "es", "de", "ru", "bg", "el", "tr", "ar", "vi", "ur", "hi"]:
         files = sorted(cv.glob(f"{lang}.*.txt.gz"))
         if not files:

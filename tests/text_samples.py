@@ -17,7 +17,7 @@ import lzma
 import random
 import re
 
-from xlp_cli.artifacts import data_dir
+from xlp_cli.artifacts.files import data_dir
 
 LANGS = "en fr es de el bg ru tr ar vi th zh hi sw ur".split()
 TATOEBA = dict(fr="fra", es="spa", de="deu", el="ell", bg="bul", ru="rus", tr="tur", ar="ara", vi="vie", th="tha",

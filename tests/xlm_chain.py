@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from xlp_cli.artifacts import data_dir
+from xlp_cli.artifacts.files import data_dir
 
 REFERENCE = data_dir().parent / "tools" / "reference"
 TOKENIZER = REFERENCE / "mosesdecoder" / "scripts" / "tokenizer"

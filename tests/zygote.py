@@ -23,24 +23,24 @@ HERE = Path(__file__).resolve().parent
 
 
 def _serve() -> None:
-    import xlp_cli.cli.entry  # noqa: F401
-    import xlp_cli.cli.app  # noqa: F401 - the command table and every stage's config
-    import xlp_cli.prepare.run  # noqa: F401
-    import xlp_cli.bpe.run  # noqa: F401
-    import xlp_cli.vocab.run  # noqa: F401
-    import xlp_cli.train.pretrain  # noqa: F401 - torch
-    import xlp_cli.recipes.run  # noqa: F401
-    import xlp_cli.tasks.unmt.finetune  # noqa: F401 - (the fine-tuning sweep and corpus cases)
-    import xlp_cli.prepare.engine_local  # noqa: F401 - (imported by a run; importing now saves each child the time)
-    import xlp_cli.prepare.sources.text  # noqa: F401
-    import pyarrow.compute  # noqa: F401
     import numpy.ctypeslib  # noqa: F401
+    import pyarrow.compute  # noqa: F401
     import torch._dynamo  # noqa: F401 - imported by the first optimizer a run builds (seconds)
     import torch.profiler  # noqa: F401
     import typer._adapters  # noqa: F401 - imported while Typer parses (pydantic)
-    from xlp_cli.text.pipeline import TextPipeline
 
-    from xlp_cli.artifacts import software_versions
+    import xlp_cli.bpe.run  # noqa: F401
+    import xlp_cli.cli.app  # noqa: F401 - the command table and every stage's config
+    import xlp_cli.cli.entry  # noqa: F401
+    import xlp_cli.prepare.engine_local  # noqa: F401 - (imported by a run; importing now saves each child the time)
+    import xlp_cli.prepare.run  # noqa: F401
+    import xlp_cli.prepare.sources.text  # noqa: F401
+    import xlp_cli.recipes.run  # noqa: F401
+    import xlp_cli.tasks.unmt.finetune  # noqa: F401 - (the fine-tuning sweep and corpus cases)
+    import xlp_cli.train.pretrain  # noqa: F401 - torch
+    import xlp_cli.vocab.run  # noqa: F401
+    from xlp_cli.artifacts.manifest import software_versions
+    from xlp_cli.text.pipeline import TextPipeline
 
     software_versions()  # (cached per process)
     pipe = TextPipeline.from_config({})  # the Moses tools of the suite's languages are cached per process

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.manifest import try_read_manifest
 from xlp_cli.artifacts.shards import MANIFEST
-from xlp_cli.artifacts import layout
 from xlp_cli.core.errors import BadInput
 
 

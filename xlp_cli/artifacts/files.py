@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import hashlib
 import json
 import os
@@ -20,33 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli.core.errors import BadInput, WorkFailed, XlpError
-
-
-def write_failed(e: BaseException, path: str | Path) -> XlpError | None:
-    """The one-line error for a failure met writing `path` when the disk or the folder is to blame (disk full: exit
-    1; read-only or not permitted: exit 2), else None. Libraries that do not say ENOSPC (torch, safetensors,
-    Parquet writers) are caught by looking at the free space of the file system right after the failure."""
-    if isinstance(e, XlpError):
-        return None
-    code = getattr(e, "errno", None) or 0
-    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e) or (not code and _no_space(path)):
-        return WorkFailed("disk full (no space left on device) while writing this file; nothing half-written was "
-                          "kept: free some space and rerun to resume", path=path)
-    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return BadInput(f"cannot write here: {os.strerror(code).lower()}", path=path)
-    return None
-
-
-def _no_space(path: str | Path, below: int = 1 << 20) -> bool:
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    try:
-        st = os.statvfs(p)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < below
+from xlp_cli.core.errors import BadInput, write_failed
 
 
 @contextlib.contextmanager

@@ -12,8 +12,9 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli.artifacts.files import honour_umask, write_failed
+from xlp_cli.artifacts.files import honour_umask
 from xlp_cli.artifacts.shards import PARQUET_COMPRESSION
+from xlp_cli.core.errors import write_failed
 
 
 class StagedParquet:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from xlp_cli.core.errors import BadInput, WorkFailed
-from xlp_cli.artifacts import atomic_path
+from xlp_cli.artifacts.files import atomic_path
 from xlp_cli.bpe.filter import load_applier
+from xlp_cli.core.errors import BadInput, WorkFailed
 
 
 @dataclass(frozen=True)

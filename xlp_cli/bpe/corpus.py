@@ -16,7 +16,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.shards import iter_batches, shard_paths
 from xlp_cli.core.errors import BadInput
 
 
@@ -54,7 +54,7 @@ def list_folders(root: Path, splits: list[str] | None = None) -> list[Folder]:
         if splits and split_dir.name not in splits:
             continue
         for d in sorted(p for p in split_dir.iterdir() if p.is_dir()):
-            shards = artifacts.shard_paths(d)
+            shards = shard_paths(d)
             if shards:
                 out.append(Folder(split_dir.name, d.name, d, _is_pair(shards, d.name), shards))
     return out
@@ -127,7 +127,7 @@ def sampled_lines(sources: dict[str, list[tuple[Path, str]]], plan: dict[str, di
         for rep in range(reps + (1 if rem else 0)):
             offset = 0
             for shard, column in sources[lang]:
-                for batch in artifacts.iter_batches([shard], columns=[column], batch_size=batch_rows):
+                for batch in iter_batches([shard], columns=[column], batch_size=batch_rows):
                     col = batch.column(0).to_pylist()
                     if rep < reps:
                         lines = col

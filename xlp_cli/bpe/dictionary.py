@@ -21,8 +21,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from xlp_cli.artifacts import special_ids
+from xlp_cli.artifacts.files import atomic_path
 from xlp_cli.core.errors import BadInput, WorkFailed
-from xlp_cli.artifacts import atomic_path
 from xlp_cli.text.native import module
 
 SPECIALS = list(special_ids.SPECIAL_TOKENS)   # the table lives in xlp_cli/artifacts/special_ids.py

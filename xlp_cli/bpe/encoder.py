@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import atomic_path, inside, write_json_atomic
+from xlp_cli.artifacts.manifest import find_upstream, read_manifest
+from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.artifacts.special_ids import N_SPECIAL, UNK
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
 from xlp_cli.core.errors import BadInput
-from xlp_cli.artifacts.special_ids import N_SPECIAL, UNK
 from xlp_cli.core.textfile import json_object
 from xlp_cli.text.pipeline import TextPipeline
 
@@ -71,16 +73,16 @@ class TextEncoder:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> "TextEncoder":
-        found = artifacts.find_upstream([Path(folder)], "bpe-apply", verify=False)  # (no shard is read here)
+        found = find_upstream([Path(folder)], "bpe-apply", verify=False)  # (no shard is read here)
         if found is None:
-            artifacts.read_manifest(folder)  # precise message for a missing folder/manifest
+            read_manifest(folder)  # precise message for a missing folder/manifest
             raise BadInput("no `xlp bpe apply` output upstream of this folder: cannot rebuild the tokenizer", path=folder)
         ids_dir, ids_m = found
         info = ids_m["tokenizer"]
         tok = load_tokenizer(info, ids_dir)
-        prep = artifacts.find_upstream([ids_dir], "prepare", verify=False)
+        prep = find_upstream([ids_dir], "prepare", verify=False)
         text_config = prep[1].get("config", {}) if prep else ids_m.get("text_config") or {}
-        files = {key: artifacts.inside(ids_dir, info[key], f"tokenizer {key} file", ids_dir / artifacts.MANIFEST)
+        files = {key: inside(ids_dir, info[key], f"tokenizer {key} file", ids_dir / MANIFEST)
                  for key in ("model", "codes", "vocab") if info.get(key)}
         return cls(TextPipeline.from_config(text_config), tok, ids_dir, files)
 
@@ -91,11 +93,11 @@ class TextEncoder:
         names = {}
         for key, src in self.files.items():
             dest = tdir / ("spm.model" if key == "model" else key)
-            with artifacts.atomic_path(dest) as tmp:
+            with atomic_path(dest) as tmp:
                 shutil.copyfile(src, tmp)
             names[key] = dest.name
         self.dictionary.write(Path(folder) / "dict.txt")
-        artifacts.write_json_atomic(tdir / TOKENIZER_FILE, {"kind": self.tokenizer.kind, "files": names,
+        write_json_atomic(tdir / TOKENIZER_FILE, {"kind": self.tokenizer.kind, "files": names,
                                                              "pipeline": self.pipeline.config()})
 
     @classmethod
@@ -108,7 +110,7 @@ class TextEncoder:
             kind = meta.get("kind", "fastbpe")
         except (AttributeError, TypeError, ValueError) as e:
             raise BadInput(f"corrupt {meta_path.name} ({e})", path=meta_path) from None
-        files = {k: artifacts.inside(tdir, v, f"tokenizer {k} file", meta_path) for k, v in names.items()}
+        files = {k: inside(tdir, v, f"tokenizer {k} file", meta_path) for k, v in names.items()}
         if "model" in files and kind == "fastbpe":  # xlp 0.1 stored the fastBPE codes under "model"
             files["codes"] = files.pop("model")
         info = {"kind": kind, "dict": "dict.txt",

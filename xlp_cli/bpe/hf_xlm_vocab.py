@@ -20,13 +20,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from xlp_cli.core.errors import BadInput
-from xlp_cli.core.textfile import json_object
 from xlp_cli.artifacts.special_ids import SPECIAL_TOKENS
 from xlp_cli.bpe.codes import BpeCodec
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.bpe.tokenizer import Tokenizer
+from xlp_cli.core.errors import BadInput
+from xlp_cli.core.textfile import json_object
 from xlp_cli.text.pipeline import TextPipeline
 
 VOCAB, MERGES, CONFIG = "vocab.json", "merges.txt", "tokenizer_config.json"

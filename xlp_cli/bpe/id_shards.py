@@ -17,12 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.arrow_numpy import to_numpy
+from xlp_cli.artifacts.files import sha256_file
+from xlp_cli.artifacts.staged_parquet import StagedParquet, guarded
 from xlp_cli.bpe.dictionary import UNK_ID
 from xlp_cli.bpe.tokenizer import Tokenizer
-from xlp_cli.artifacts.staged_parquet import StagedParquet, guarded
 
 APPLY_STAGE = "bpe-apply"
 ROW_GROUP = 8192  # rows per row group (64k before: 8k lets the writing keep up with the encoding threads)
@@ -84,7 +84,7 @@ class IdShardWriter:
         guarded(self.dest, self.file.commit, self.abort)  # type: ignore[union-attr]
         self.file = None
         self.pending.clear()
-        return artifacts.sha256_file(self.dest), self.rows, self.n_tok, self.unk
+        return sha256_file(self.dest), self.rows, self.n_tok, self.unk
 
     def abort(self) -> None:
         """Remove the temporary file (the id shard is not written)."""

@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli.core import ray_cluster
 from xlp_cli.bpe.run import _apply_shard
 from xlp_cli.bpe.tokenizer import load_tokenizer
+from xlp_cli.core import ray_cluster
 
 MAX_RETRIES = 2
 _TOKENIZERS: dict[str, Any] = {}  # per worker process: (IDS, tokenizer entry) -> Tokenizer

@@ -15,20 +15,23 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import datadirs, layout, outdir
-from xlp_cli.core import ui
-from xlp_cli.bpe import corpus
+from xlp_cli.artifacts.files import atomic_path, sha256_file
+from xlp_cli.artifacts.manifest import find_upstream, new_manifest, read_manifest, write_manifest
+from xlp_cli.artifacts.shards import read_shard, shard_entry
+from xlp_cli.bpe import corpus, spm
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts, write_codes, write_vocab
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.bpe.dictionary import Dictionary
-from xlp_cli.bpe.id_shards import apply_shard as _apply_shard  # (ray_apply.py runs it in its tasks)
-from xlp_cli.bpe.id_shards import release_memory
+from xlp_cli.bpe.filter import apply_filter
+from xlp_cli.bpe.id_shards import (
+    apply_shard as _apply_shard,  # (ray_apply.py runs it in its tasks)
+    release_memory,
+)
 from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
+from xlp_cli.core import ui
 from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
-from xlp_cli.bpe import spm
-from xlp_cli.bpe.filter import apply_filter
 
 LEARN_STAGE = "bpe-learn"
 APPLY_STAGE = "bpe-apply"
@@ -40,10 +43,10 @@ def _prepares(data: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     """The `xlp prepare` outputs to read: every --data folder that is one (merged), else the one upstream of
     --data. Their text settings must agree (codes learned on one kind of `text` do not fit another)."""
     given = datadirs.given_outputs(data, "prepare")
-    found = [artifacts.find_upstream([d], "prepare") for d in given] or [artifacts.find_upstream(data, "prepare")]
+    found = [find_upstream([d], "prepare") for d in given] or [find_upstream(data, "prepare")]
     if found[0] is None:
         for d in data:
-            artifacts.read_manifest(d)  # a missing folder / manifest gets its own precise message
+            read_manifest(d)  # a missing folder / manifest gets its own precise message
         raise BadInput("no `xlp prepare` output among --data (nor upstream of it)", path=data[0])
     preps = [f for f in found if f is not None]
     first = _text_config(preps[0][1])
@@ -88,7 +91,7 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     empty = [l for l, k in n.items() if k == 0]
     if empty:
         raise BadInput(f"language(s) {', '.join(empty)} have no {cfg.split} sentences", path=prep / cfg.split)
-    previous = artifacts.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force, owns=LEARN_OWNS)
+    previous = outdir.guard_out_dir(out, LEARN_STAGE, config, force=cfg.force, owns=LEARN_OWNS)
     files = ["spm.model", "dict.txt"] if cfg.tokenizer == "sentencepiece" else ["codes", "vocab", "dict.txt"]
     if _finished(out, previous, files):
         ui.info(f"{out}: already learned with this config; nothing to do")
@@ -102,21 +105,21 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
         tokenizer, dico, n_tokens, n_merges = _learn_spm(cfg, sources, plan, out)
     dico.write(out / "dict.txt")
     tokenizer["dict"] = "dict.txt"
-    tokenizer["dict_sha256"] = artifacts.sha256_file(out / "dict.txt")
+    tokenizer["dict_sha256"] = sha256_file(out / "dict.txt")
 
     summary = {
         "out": str(out), "tokenizer": cfg.tokenizer, "languages": len(plan),
         "learning_sentences": sum(int(p["sampled"]) for p in plan.values()), "learning_words": n_tokens,
         "merges": n_merges, "dictionary_size": len(dico), "seconds": round(time.time() - t0, 2),
     }
-    manifest = artifacts.new_manifest(
+    manifest = new_manifest(
         LEARN_STAGE, config, tokenizer=tokenizer, sampling=plan, upstream=[_upstream(p, m) for p, m in preps],
         warnings=warnings, summary=summary, complete=True, dictionary_layout=layout.dictionary_layout(),
-        outputs={f: {"sha256": artifacts.sha256_file(out / f)} for f in files},
+        outputs={f: {"sha256": sha256_file(out / f)} for f in files},
         counts={"dictionary": len(dico), "skipped_dictionary_lines": dico.skipped},
         text_config=_text_config(prep_m),
     )
-    artifacts.write_manifest(out, manifest)
+    write_manifest(out, manifest)
     return summary
 
 
@@ -140,7 +143,7 @@ def _learn_fastbpe(cfg, sources, plan, out: Path, warnings: list[str]):
     write_vocab(out / "vocab", vocab)
     dico = Dictionary.from_counts(vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count, where=str(out / "vocab"))
     tokenizer = {"kind": "fastbpe", "codes": "codes", "vocab": "vocab",
-                 "codes_sha256": artifacts.sha256_file(out / "codes"), "vocab_sha256": artifacts.sha256_file(out / "vocab")}
+                 "codes_sha256": sha256_file(out / "codes"), "vocab_sha256": sha256_file(out / "vocab")}
     return tokenizer, dico, n_tokens, len(merges)
 
 
@@ -157,7 +160,7 @@ def _learn_spm(cfg, sources, plan, out: Path):
     n_tokens = sum(c for _, c in counts)
     dico = Dictionary.from_counts(counts, max_vocab=cfg.max_vocab, min_count=cfg.min_count, where=str(out / "spm.model"))
     tokenizer = {"kind": "sentencepiece", "model": "spm.model", "model_type": cfg.spm_model_type,
-                 "model_sha256": artifacts.sha256_file(out / "spm.model")}
+                 "model_sha256": sha256_file(out / "spm.model")}
     return tokenizer, dico, n_tokens, 0
 
 
@@ -177,14 +180,14 @@ def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[
         with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
             codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
             info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
-                                    "codes_sha256": artifacts.sha256_file(cfg.codes),
-                                    "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": artifacts.sha256_file(cfg.vocab)}
+                                    "codes_sha256": sha256_file(cfg.codes),
+                                    "vocab": str(Path(cfg.vocab).resolve()), "vocab_sha256": sha256_file(cfg.vocab)}
             dico = Dictionary.read(cfg.vocab, max_vocab=cfg.max_vocab, min_count=cfg.min_count)
             return Tokenizer("fastbpe", dico, codec.result()), info, [], {}
     if cfg.spm_model is not None:
         raise BadInput("--spm-model alone has no dictionary; use the output folder of `xlp bpe learn --tokenizer sentencepiece`",
                        path=cfg.spm_model)
-    found = artifacts.find_upstream(cfg.data, LEARN_STAGE)
+    found = find_upstream(cfg.data, LEARN_STAGE)
     if found is None:
         raise BadInput("no `xlp bpe learn` output among --data, and no --codes/--vocab given", path=cfg.data[0])
     bpe_dir, bpe_m = found
@@ -239,7 +242,7 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
     missing = [l for l in cfg.lang if not any(l in f.langs for f, _ in folders)]
     if missing:
         raise BadInput(f"no data for language(s) {', '.join(missing)}", path=prep)
-    previous = artifacts.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force, owns=APPLY_OWNS)
+    previous = outdir.guard_out_dir(out, APPLY_STAGE, config, force=cfg.force, owns=APPLY_OWNS)
     if previous and previous.get("complete"):
         ui.info(f"{out}: already applied with this config; nothing to do")
         return dict(previous["summary"], skipped=True)
@@ -268,12 +271,12 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
         for f, shard, rel in entries:
             dest = out / rel
             if dest not in todo:
-                table = artifacts.read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
-                shards_out[str(rel)] = artifacts.shard_entry(dest, table.num_rows)
+                table = read_shard(dest, columns=["ids1", "ids2"] if f.pair else ["ids"])
+                shards_out[str(rel)] = shard_entry(dest, table.num_rows)
                 n_tok, u, n_rows = sum(len(c.combine_chunks().values) for c in table.columns), 0, table.num_rows
             else:
                 sha, n_rows, n_tok, u = next(results)
-                shards_out[str(rel)] = artifacts.shard_entry(dest, n_rows, sha)
+                shards_out[str(rel)] = shard_entry(dest, n_rows, sha)
             counts.setdefault(f.split, {}).setdefault(f.name, 0)
             counts[f.split][f.name] += n_rows
             tokens.setdefault(f.split, {}).setdefault(f.name, 0)
@@ -281,19 +284,19 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
             unks += u
             bar.advance(task)
 
-    dict_sha = artifacts.sha256_file(out / "dict.txt")
+    dict_sha = sha256_file(out / "dict.txt")
     info = dict(info, dict="dict.txt", dict_sha256=dict_sha)  # all relative to IDS
     total_tokens = sum(v for s in tokens.values() for v in s.values())
     summary = {"out": str(out), "tokenizer": tok.kind, "dictionary_size": len(tok.dico), "shards": len(shards_out),
                "sentences": sum(v for s in counts.values() for v in s.values()), "tokens": total_tokens,
                "unk_rate": round(unks / total_tokens, 6) if total_tokens else 0.0, "seconds": round(time.time() - t0, 2)}
-    manifest = artifacts.new_manifest(
+    manifest = new_manifest(
         APPLY_STAGE, config, tokenizer=info, dictionary="dict.txt", dictionary_sha256=dict_sha,
         counts=counts, tokens=tokens, outputs={"shards": shards_out}, summary=summary, complete=True,
         upstream=[_upstream(p, m) for p, m in preps] + ups, text_config=prep_text,
         dictionary_layout=layout.dictionary_layout(),
     )
-    artifacts.write_manifest(out, manifest)
+    write_manifest(out, manifest)
     return summary
 
 
@@ -308,7 +311,7 @@ def _copy_tokenizer(info: dict[str, Any], out: Path) -> dict[str, Any]:
         if info.get(key):
             src = Path(info[key])
             if src.resolve() != (out / name).resolve():
-                with artifacts.atomic_path(out / name) as tmp:
+                with atomic_path(out / name) as tmp:
                     shutil.copyfile(src, tmp)
             copied[key], info[key] = str(src), name
     info["copied_from"] = copied

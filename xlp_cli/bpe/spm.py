@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from xlp_cli.artifacts.files import atomic_path
 from xlp_cli.core.errors import BadInput, WorkFailed
-from xlp_cli.artifacts import atomic_path
 
 
 def learn(lines: Iterable[str], model_path: Path, *, vocab_size: int, model_type: str, character_coverage: float,

@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import inside, sha256_file
+from xlp_cli.artifacts.shards import MANIFEST
 from xlp_cli.bpe.codes import BpeCodec
 from xlp_cli.bpe.dictionary import UNK_ID, Dictionary
-from xlp_cli.core.errors import BadInput
 from xlp_cli.bpe.spm import SpmCodec
+from xlp_cli.core.errors import BadInput
 
 
 class Tokenizer:
@@ -66,12 +67,12 @@ def load_tokenizer(info: dict[str, Any], base: Path) -> Tokenizer:
         if isinstance(info.get(key), str) and Path(info[key]).is_absolute():
             raise BadInput(f"the manifest names the {key} file by an absolute path ({info[key]}), as xlp 0.1 did; "
                            "only files inside the folder are read: rerun `xlp bpe apply` with --force",
-                           path=base / artifacts.MANIFEST)
-        p = artifacts.inside(base, info.get(key), f"tokenizer {key} file", base / artifacts.MANIFEST)
+                           path=base / MANIFEST)
+        p = inside(base, info.get(key), f"tokenizer {key} file", base / MANIFEST)
         want = info.get(f"{key}_sha256")
         if not p.is_file():
             raise BadInput(f"the {key} file recorded in the manifest is missing", path=p)
-        if want and artifacts.sha256_file(p) != want:
+        if want and sha256_file(p) != want:
             raise BadInput(f"the {key} file changed since it was recorded (sha256 differs)", path=p)
         return p
 

@@ -21,7 +21,6 @@ from xlp_cli.cli.commands import XlpGroup, stage_command
 from xlp_cli.core.errors import INTERRUPTED
 from xlp_cli.stages import STAGES
 
-
 ARROW_FREE = {"text"}  # stages that never load pyarrow (nor numpy): `xlp text` starts without them (~0.1 s)
 
 

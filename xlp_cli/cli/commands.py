@@ -21,8 +21,8 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperGroup
 
-from xlp_cli.core import config as cfgmod
 from xlp_cli.cli import typer_plain
+from xlp_cli.core import config as cfgmod
 from xlp_cli.core.errors import did_you_mean
 from xlp_cli.models.encoding_registry import EncodingFlags
 from xlp_cli.stages import STAGES

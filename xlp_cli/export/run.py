@@ -16,15 +16,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import atomic_path, sha256_file, write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import new_manifest, read_manifest, write_manifest
+from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.core import ui
 from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
 from xlp_cli.export import hf_remote, hf_tokenizer, hf_xlm
 from xlp_cli.export.config import ExportConfig
 from xlp_cli.models import checkpoint as ckpt
-from xlp_cli.bpe.encoder import TextEncoder
 
 STAGE = "export"
 OWNS = ("config.json", "model.safetensors", "modeling_xlp.py", "tokenizer.json", "tokenizer_config.json",
@@ -32,7 +34,7 @@ OWNS = ("config.json", "model.safetensors", "modeling_xlp.py", "tokenizer.json",
 
 
 def _load(run: Path, which: str) -> tuple[Any, Path, dict[str, Any]]:
-    manifest = artifacts.read_manifest(run, stage="pretrain")
+    manifest = read_manifest(run, stage="pretrain")
     folder = ckpt.checkpoint_dir(run, which)
     model = ckpt.load_model(folder)
     if getattr(model, "KIND", "") != "encoder":
@@ -43,7 +45,7 @@ def _load(run: Path, which: str) -> tuple[Any, Path, dict[str, Any]]:
 def _write_weights(path: Path, tensors: dict[str, Any]) -> None:
     from safetensors.torch import save_file
 
-    with artifacts.atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})
 
 
@@ -77,8 +79,8 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
         raise BadInput(f"this model cannot be exported: {reason}, and {unexpressed}", path=run_dir)
     encoder = TextEncoder.from_folder(run_dir)
     config = {k: v for k, v in to_dict(cfg).items() if k not in ("force", "paths", "out")}
-    config["checkpoint-sha256"] = artifacts.sha256_file(ckpt_dir / "model.safetensors")
-    previous = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS)
+    config["checkpoint-sha256"] = sha256_file(ckpt_dir / "model.safetensors")
+    previous = outdir.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS)
     if previous and previous.get("complete"):
         ui.info(f"{out}: already exported from this checkpoint; nothing to do")
         return dict(previous["summary"], skipped=True)
@@ -98,26 +100,26 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     hf_tokenizer.extra_rows(tensors, *kind.VOCAB_TENSORS, extra)
     _write_weights(out / "model.safetensors", tensors)
     if not stock:
-        with artifacts.atomic_path(out / "modeling_xlp.py") as tmp:
+        with atomic_path(out / "modeling_xlp.py") as tmp:
             shutil.copyfile(hf_remote.MODELING, tmp)
     encoder.save(out)  # tokenizer/ + dict.txt: xlp's own pipeline
     if has_tokenizer:
-        artifacts.write_json_atomic(out / "tokenizer.json", tok)
-        artifacts.write_json_atomic(out / "tokenizer_config.json", hf_tokenizer.tokenizer_config(langs))
-    artifacts.write_text_atomic(out / "README.md", _readme(stock, reason, langs, notes, has_tokenizer))
+        write_json_atomic(out / "tokenizer.json", tok)
+        write_json_atomic(out / "tokenizer_config.json", hf_tokenizer.tokenizer_config(langs))
+    write_text_atomic(out / "README.md", _readme(stock, reason, langs, notes, has_tokenizer))
     config_json = dict(kind.config_json(mcfg, langs), vocab_size=mcfg.vocab_size + extra, xlp_dictionary_size=mcfg.vocab_size)
-    artifacts.write_json_atomic(out / "config.json", config_json)  # last of the HF files
+    write_json_atomic(out / "config.json", config_json)  # last of the HF files
 
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
-                   and not p.name.startswith(".") and p.name != artifacts.MANIFEST)
+                   and not p.name.startswith(".") and p.name != MANIFEST)
     summary = {"out": str(out), "format": cfg.format,
                "model_class": "XLMWithLMHeadModel" if stock else "XlpForMaskedLM (trust_remote_code)",
                "remote_code_because": reason, "lang_encoding": mcfg.lang_encoding, "langs": ",".join(langs),
                "tokenizer_json": has_tokenizer, "extra_rows": extra, "checkpoint": str(ckpt_dir)}
-    manifest = artifacts.new_manifest(
+    manifest = new_manifest(
         STAGE, config, upstream=[{"path": str(run_dir.resolve()), "stage": "pretrain",
                                   "config_hash": run_m.get("config_hash")}],
-        outputs={f: {"sha256": artifacts.sha256_file(out / f)} for f in files},
+        outputs={f: {"sha256": sha256_file(out / f)} for f in files},
         tokenizer_not_expressed=notes, summary=summary, complete=True)
-    artifacts.write_manifest(out, manifest)
+    write_manifest(out, manifest)
     return summary

@@ -29,7 +29,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model as st_save_model
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import atomic_folder, sha256_file, write_json_atomic
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import legacy
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
@@ -71,15 +71,15 @@ def save(folder: str | Path, model: torch.nn.Module, meta: dict[str, Any] | None
     """Write a complete checkpoint folder atomically; the sha256 of each file goes into meta.json."""
     folder = Path(folder)
     model = unwrap(model)
-    with artifacts.atomic_folder(folder) as tmp:
+    with atomic_folder(folder) as tmp:
         st_save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
         _sort_metadata(tmp / WEIGHTS)
-        artifacts.write_json_atomic(tmp / CONFIG, model_json(model))
-        sums = {WEIGHTS: artifacts.sha256_file(tmp / WEIGHTS)}
+        write_json_atomic(tmp / CONFIG, model_json(model))
+        sums = {WEIGHTS: sha256_file(tmp / WEIGHTS)}
         if state is not None:
             torch.save(state, tmp / STATE)
-            sums[STATE] = artifacts.sha256_file(tmp / STATE)
-        artifacts.write_json_atomic(tmp / META, {"format_version": FORMAT_VERSION, "step": 0, **(meta or {}),
+            sums[STATE] = sha256_file(tmp / STATE)
+        write_json_atomic(tmp / META, {"format_version": FORMAT_VERSION, "step": 0, **(meta or {}),
                                                  "sha256": sums})
     return folder
 
@@ -133,7 +133,7 @@ def _check_hash(folder: Path, name: str) -> None:
         want = (json.loads(meta_path.read_text(encoding="utf-8")).get("sha256") or {}).get(name)
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         return  # read_meta reports a corrupt meta.json
-    if want and artifacts.sha256_file(folder / name) != want:
+    if want and sha256_file(folder / name) != want:
         raise BadInput(f"corrupt {name}: its sha256 differs from the one recorded in meta.json (damaged or partly "
                        "copied); restore the folder or rerun with --force", path=folder / name)
 

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from xlp_cli.core.errors import BadInput
+from xlp_cli.core.textfile import json_object
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.encoding_registry import ENCODINGS
-from xlp_cli.core.textfile import json_object
 
 CONFIG = "config.json"
 XLM = "xlm"            # transformers' XLM; the other kind is `xlp export`'s remote-code model

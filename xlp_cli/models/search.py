@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from xlp_cli.models.blocks import reorder_cache
-from xlp_cli.models.seq2seq import BOS, EOS, PAD, Seq2Seq
-from xlp_cli.models.seq2seq import targets
+from xlp_cli.models.seq2seq import BOS, EOS, PAD, Seq2Seq, targets
 
 
 @dataclasses.dataclass

@@ -36,14 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from xlp_cli.artifacts.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.blocks import Block, reorder_cache  # noqa: F401  (reorder_cache: used by search.py)
+from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.encoding_registry import DEFAULT_ENCODING, TARGET_ENCODINGS, spec as encoding_spec
 from xlp_cli.models.encodings import build_encoding
 from xlp_cli.models.presets import SEQ2SEQ_PRESETS as PRESETS, PresetConfig
 from xlp_cli.models.veco import tie_self_attention
-from xlp_cli.artifacts.special_ids import BOS, EOS, PAD, UNK  # noqa: F401  (re-exported for the translation code)
-from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 
 ARCHS = ("transformer", "interlingua")
 

@@ -33,10 +33,10 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from xlp_cli.artifacts.files import write_json_atomic
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.prepare.config import PrepareConfig
-from xlp_cli.artifacts import write_json_atomic
 
 WIKIMEDIA = "https://dumps.wikimedia.org"
 OPUS_STORAGE = "https://object.pouta.csc.fi"

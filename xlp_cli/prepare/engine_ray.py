@@ -26,8 +26,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from xlp_cli.prepare import process
 from xlp_cli.core import ray_cluster
+from xlp_cli.prepare import process
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.engine_local import Job, Result
 from xlp_cli.prepare.records import SourceOptions

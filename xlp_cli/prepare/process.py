@@ -33,10 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import atomic_path
 from xlp_cli.prepare.records import RecordProblem
-from xlp_cli.text.pipeline import TextPipeline
 from xlp_cli.text.native import module
+from xlp_cli.text.pipeline import TextPipeline
 
 _PIPE: TextPipeline | None = None
 _LIMITS: tuple[int, int] = (1, 0)
@@ -262,7 +262,7 @@ def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None,
 
 
 def write_chunk(path: str | Path, table: pa.Table) -> None:
-    with artifacts.atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="lz4", use_dictionary=False)  # (temporary files: fast to write)
 
 

@@ -35,14 +35,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import layout, outdir
-from xlp_cli.core import ui
+from xlp_cli.artifacts.files import sha256_file
+from xlp_cli.artifacts.manifest import config_hash, new_manifest, software_versions, write_manifest
+from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.bpe import run as bpe_run
+from xlp_cli.bpe.alongside import IdsAlongside
+from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
+from xlp_cli.bpe.ray_apply import runner as ray_runner
+from xlp_cli.core import ray_cluster, ui
 from xlp_cli.core.config import keys_where, to_dict
 from xlp_cli.core.errors import BadInput, WorkFailed
-from xlp_cli.core import ray_cluster
 from xlp_cli.prepare import workdir
 from xlp_cli.prepare.config import PrepareConfig
+from xlp_cli.prepare.download import download
+from xlp_cli.prepare.engine_local import WORKER_DIED, LocalEngine
+from xlp_cli.prepare.engine_ray import RayEngine
 from xlp_cli.prepare.finalize import Finalizer
 from xlp_cli.prepare.ledger import Ledger
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions
@@ -52,15 +60,8 @@ from xlp_cli.prepare.report import (  # noqa: F401 (print_summary: the CLI's)
     summary,
 )
 from xlp_cli.prepare.sentence_groups import split_plan, unpair_plan
-from xlp_cli.prepare.splits import folder_ok, split_bytes
 from xlp_cli.prepare.sources import expand_inputs, plan_splits, read_split
-from xlp_cli.prepare.engine_local import LocalEngine, WORKER_DIED
-from xlp_cli.prepare.download import download
-from xlp_cli.prepare.engine_ray import RayEngine
-from xlp_cli.bpe.ray_apply import runner as ray_runner
-from xlp_cli.bpe import run as bpe_run
-from xlp_cli.bpe.alongside import IdsAlongside
-from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
+from xlp_cli.prepare.splits import folder_ok, split_bytes
 
 STAGE = "prepare"
 _WORK = ".work"
@@ -110,9 +111,9 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     if cfg.bpe_from is not None and not Path(cfg.bpe_from).exists():
         raise BadInput("no such BPE codes file or `xlp bpe learn` folder", path=cfg.bpe_from)
     inputs = [] if cfg.download else _inputs(cfg)  # a missing path is reported before anything is written
-    prev = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS,
+    prev = outdir.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS,
                                    on_locked=lambda: _forget_config_if_nothing_done(out))
-    chash = artifacts.config_hash(config)
+    chash = config_hash(config)
 
     if prev is not None and prev.get("config_hash") == chash and _shards_intact(out, prev, remove_bad=True):
         shutil.rmtree(out / _WORK, ignore_errors=True)
@@ -143,7 +144,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         for lang in missing_langs(cfg.lang, counts):
             errors.warn(f"--lang {lang}: the input yielded no {lang} record{_HINTS.get(cfg.source, '').format(cfg=cfg)}")
 
-        manifest = artifacts.new_manifest(
+        manifest = new_manifest(
             STAGE, config,
             inputs=facts.result(),
             outputs={"shards": shards},
@@ -162,7 +163,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
                  "seconds": round(time.time() - t0, 2)},
         )
         manifest["config_hash"] = chash
-        artifacts.write_manifest(out, manifest)
+        write_manifest(out, manifest)
         # the chunk files go while the BPE step runs (~4 ms of unlink each); a run stopped meanwhile leaves
         # them to the rerun, which finds the shards complete and removes them
         remover = threading.Thread(target=_remove_chunks, args=(work,), daemon=True)
@@ -204,7 +205,7 @@ def _forget_config_if_nothing_done(out: Path) -> None:
     """A folder whose earlier run stopped before any work was kept (e.g. at a bad input file) accepts
     another config without --force: there is nothing to protect."""
     marker = out / ".xlp-config.json"
-    if not marker.is_file() or (out / artifacts.MANIFEST).exists():
+    if not marker.is_file() or (out / MANIFEST).exists():
         return
     # chunk files after a gap are not kept work (a worker may finish a later chunk before the chunk whose
     # error stopped the run); a rerun removes them
@@ -224,7 +225,7 @@ def _shards_intact(out: Path, manifest: dict[str, Any], *, remove_bad: bool = Fa
     ok = True
     for rel, info in manifest.get("outputs", {}).get("shards", {}).items():
         p = out / rel
-        if not p.is_file() or artifacts.sha256_file(p) != info.get("sha256"):
+        if not p.is_file() or sha256_file(p) != info.get("sha256"):
             ok = False
             if remove_bad and p.is_file():
                 ui.warn(f"{p}: shard does not match its sha256 in the manifest; rebuilding it")
@@ -320,8 +321,8 @@ def _manifest_facts(inputs: list[Path]) -> Any:
     """The manifest's `inputs` entries (path, sha256), computed in a thread while the text is processed (hashlib
     works without the GIL), with the package versions (~0.02 s of metadata lookups, cached for new_manifest)."""
     def facts() -> list[dict[str, str]]:
-        artifacts.software_versions()
-        return [{"path": str(p), "sha256": artifacts.sha256_file(p)} for p in inputs]
+        software_versions()
+        return [{"path": str(p), "sha256": sha256_file(p)} for p in inputs]
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="xlp-manifest")
     found = pool.submit(facts)
@@ -373,5 +374,5 @@ def _bpe_steps(cfg: PrepareConfig, out: Path, manifest: dict[str, Any], loaded: 
         runner = ray_runner(cfg.ray_address)
     bpe_run.apply(BpeApplyConfig(data=data, out=ids_dir, **apply_kwargs), runner, loaded, made)
     manifest.setdefault("outputs", {})["ids"] = f"../{ids_dir.name}"
-    artifacts.write_manifest(out, manifest)
+    write_manifest(out, manifest)
     return manifest

@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import layout
-from xlp_cli.core.errors import WorkFailed
+from xlp_cli.artifacts.shards import shard_entry
 from xlp_cli.artifacts.staged_parquet import StagedParquet, guarded
+from xlp_cli.core.errors import WorkFailed
 
 MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", pa.string()),
                          ("raw", pa.string()), ("text", pa.string())])
@@ -104,7 +104,7 @@ class GroupWriter:
                                  "rerun with --force to rebuild the folder", path=path)
         if self.rows_in_shard:
             rel = path.relative_to(self.out).as_posix()
-            self.done[rel] = artifacts.shard_entry(path, self.rows_in_shard)
+            self.done[rel] = shard_entry(path, self.rows_in_shard)
             self.index += 1
         self.rows_in_shard = 0
         self.existing = None

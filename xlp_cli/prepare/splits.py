@@ -25,13 +25,21 @@ import pyarrow as pa
 
 from xlp_cli.core.errors import XlpError
 from xlp_cli.prepare import process
-from xlp_cli.prepare.records import (CollectedErrors, ErrorPolicy, Mono, Pair, RawPage, RecordProblem, SourceOptions,
-                                     Split)
+from xlp_cli.prepare.records import (
+    CollectedErrors,
+    ErrorPolicy,
+    Mono,
+    Pair,
+    RawPage,
+    RecordProblem,
+    SourceOptions,
+    Split,
+)
 from xlp_cli.prepare.sentence_groups import unpair, with_group_u
-from xlp_cli.text.langs import safe_folder_name
-from xlp_cli.prepare.sources._files import bytes_read
 from xlp_cli.prepare.sources import read_split, read_tasks
+from xlp_cli.prepare.sources._files import bytes_read
 from xlp_cli.prepare.workdir import chunk_path
+from xlp_cli.text.langs import safe_folder_name
 
 # how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
 # paragraph per 220-1,100 characters of wikitext)

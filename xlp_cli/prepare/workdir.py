@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import write_json_atomic
 from xlp_cli.core import ui
 from xlp_cli.prepare import process
 from xlp_cli.prepare.records import Split
@@ -46,7 +46,7 @@ def load_plan(work: Path, chunk_size: int, make_plan: Callable[[], list[Split]])
         shutil.rmtree(work)
     splits = make_plan()  # (a bad input file is found here, before anything is written)
     work.mkdir(parents=True, exist_ok=True)
-    artifacts.write_json_atomic(path, {"chunk_size": chunk_size, "splits": [dataclasses.asdict(s) for s in splits]})
+    write_json_atomic(path, {"chunk_size": chunk_size, "splits": [dataclasses.asdict(s) for s in splits]})
     return chunk_size, splits
 
 

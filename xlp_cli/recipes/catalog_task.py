@@ -20,7 +20,9 @@ import random
 import re
 from pathlib import Path
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import data_dir, write_text_atomic
+from xlp_cli.artifacts.manifest import try_read_manifest
+from xlp_cli.artifacts.shards import iter_batches, shard_paths
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
 
@@ -34,7 +36,7 @@ def _pairs(prep: Path, split: str) -> dict[str, list[tuple[str, str]]]:
     if not root.is_dir():
         return out
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and "-" in p.name):
-        for batch in artifacts.iter_batches(artifacts.shard_paths(folder), ["lang1", "lang2", "raw1", "raw2"]):
+        for batch in iter_batches(shard_paths(folder), ["lang1", "lang2", "raw1", "raw2"]):
             d = batch.to_pydict()
             for l1, l2, r1, r2 in zip(d["lang1"], d["lang2"], d["raw1"], d["raw2"]):
                 if l1 == "en" and l2 != "en":
@@ -106,7 +108,7 @@ def derive(prep: Path, out: Path, *, seed: int = 0, max_train: int = 6000, max_e
             rows = _rows(lang, parts[name][lang], rng, limit)
             counts.setdefault(name, {})[lang] = len(rows)
             lines += rows
-        artifacts.write_text_atomic(out / f"{name}.tsv", "".join(lines))
+        write_text_atomic(out / f"{name}.tsv", "".join(lines))
         result[f"{name}_file"] = str(out / f"{name}.tsv")
     train_counts = counts.get("train", {})
     if not train_counts or max(train_counts.values()) == 0:
@@ -130,11 +132,11 @@ def catalog_task_fallback(what: str, values: dict, prepare_out: Path | None, roo
     v = values
     if v.get("task", "xnli") != "xnli" or any(k in v or k.replace("-", "_") in v for k in XNLI_FILES):
         return False
-    data = artifacts.data_dir()
+    data = data_dir()
     missing = [str(data / rel) for rel in XNLI_FILES.values() if not (data / rel).is_file()]
     if not missing:
         return False
-    if prepare_out is None or not artifacts.try_read_manifest(prepare_out):
+    if prepare_out is None or not try_read_manifest(prepare_out):
         raise BadInput(f"XNLI/MultiNLI not found ({missing[0]}) and the recipe has no finished [prepare] stage "
                        "to derive a classification task from")
     task = derive(prepare_out, root / "derived-task")

@@ -27,11 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts, stages
+from xlp_cli import stages
+from xlp_cli.artifacts.manifest import try_read_manifest
 from xlp_cli.core import config as cfgmod, ui
-from xlp_cli.recipes import catalog_task as recipe_tasks, jobs as recipe_jobs, report as recipe_report
 from xlp_cli.core.config import opt
 from xlp_cli.core.errors import BadInput
+from xlp_cli.recipes import catalog_task as recipe_tasks, jobs as recipe_jobs, report as recipe_report
 from xlp_cli.tasks import TASKS
 
 ORDER = stages.RECIPE_STAGES  # the recipe tables, in pipeline order (the one stage table: stages/__init__.py)
@@ -295,7 +296,7 @@ def _normalize(config: dict[str, Any], volatile: set[str]) -> dict[str, Any]:
 
 def is_done(node: Node) -> bool:
     """The folder holds a finished output of this stage, written with the same config."""
-    m = artifacts.try_read_manifest(node.cfg.out)
+    m = try_read_manifest(node.cfg.out)
     if not m or m.get("stage") != STAGES[node.stage].manifest or m.get("complete") is False:
         return False
     if node.stage == "pretrain":

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.manifest import read_manifest
+from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.checkpoint import checkpoint_dir, load_model
 from xlp_cli.models.encoder import TransformerEncoder
-from xlp_cli.bpe.encoder import TextEncoder
 
 UNK_INDEX = 3
 
@@ -53,7 +53,7 @@ def load_run(folder: Path, name: str, which: str) -> LoadedRun:
     encoder-decoder) or an `xlp finetune --task unmt` run (the encoder of its first seed's model)."""
 
     folder = Path(folder)
-    m = artifacts.read_manifest(folder)
+    m = read_manifest(folder)
     if m.get("stage") == "finetune" and m.get("task") == "unmt" and (m.get("outputs") or {}).get("runs"):
         ckpt_dir = checkpoint_dir(folder / str(m["outputs"]["runs"][0]), which)
     elif m.get("stage") == "pretrain":

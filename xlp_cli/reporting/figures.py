@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import atomic_path
 
 
 def pyplot() -> Any:
@@ -20,7 +20,7 @@ def pyplot() -> Any:
 
 def save_png(fig: Any, path: Path) -> Path:
     """Write `fig` to `path` atomically (temp file, then rename) and free it."""
-    with artifacts.atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")
     pyplot().close(fig)
     return path

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from typing import Any
+
 from xlp_cli.core import config as cfgmod
 
 

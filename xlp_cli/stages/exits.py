@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import typer
 
-from xlp_cli.core.errors import XlpError
+from xlp_cli.core.errors import XlpError, write_failed
 
 
 def parser_errors() -> tuple[type, type, tuple[type, ...]]:
@@ -44,8 +44,6 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
         typer.echo("xlp: error: out of memory; lower the batch size or the number of workers", err=True)
         raise typer.Exit(1)
     except OSError as e:  # a full disk or a read-only folder met outside the writers that name their file
-        from xlp_cli.artifacts import write_failed  # (artifacts loads pyarrow: `xlp text` starts without it)
-
         err = write_failed(e, e.filename or "?")
         if err is None:
             raise _internal(e) from None

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.embeddings import cosine_matrix, load_run, subword_ids, word_vectors
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks.evaluate_configs import AnalysisConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
-from xlp_cli.reporting.embeddings import cosine_matrix, load_run, subword_ids, word_vectors
 
 if TYPE_CHECKING:  # torch is imported when a figure is made, not when the CLI lists the task's flags
     from xlp_cli.reporting.embeddings import LoadedRun
@@ -227,8 +227,8 @@ def run(cfg: AnalysisConfig) -> dict[str, Any]:
             results["runs"][run.name] = r
             pngs += [v["png"] for v in r.values() if isinstance(v, dict) and v.get("png")]
     results["plots"] = pngs
-    artifacts.write_json_atomic(out / "results.json", results)
-    artifacts.write_text_atomic(out / "report.md", markdown(results))
+    write_json_atomic(out / "results.json", results)
+    write_text_atomic(out / "report.md", markdown(results))
     summary: dict[str, Any] = {"task": "analysis", "out": str(out), "results": str(out / "results.json"),
                                "report_md": str(out / "report.md"), "plots": [str(out / p) for p in pngs]}
     for name, r in results["runs"].items():

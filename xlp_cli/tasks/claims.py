@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import data_dir, write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import read_manifest
+from xlp_cli.artifacts.shards import MANIFEST
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.embeddings import load_run
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
 from xlp_cli.tasks.analysis import fig4, fig5
@@ -35,7 +38,6 @@ from xlp_cli.tasks.evaluate_configs import ClaimsConfig  # noqa: F401 (the confi
 from xlp_cli.tasks.lexicon import read_dictionary, score_pairs
 from xlp_cli.tasks.xnli import scores as xnli
 from xlp_cli.tasks.xnli.report import read_valid_curve
-from xlp_cli.reporting.embeddings import load_run
 
 # (claim, paper, metric, configuration, baseline, +1: the configuration's value is claimed higher / -1 lower)
 CLAIMS = [
@@ -130,22 +132,22 @@ def measure(cfg: ClaimsConfig, ft: Path, pre: Path, dict_dir: Path, out: Path, l
 def run(cfg: ClaimsConfig) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
+    dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else data_dir() / "bilingual_dict_wiktionary"
     runs: dict[str, dict[int, dict[str, Any]]] = {}
     info: dict[str, dict[str, Any]] = {}
     curves: dict[tuple[str, int], dict[int, float]] = {}
     for i, ft in enumerate(cfg.data):
         ft = Path(ft)
-        manifest = artifacts.read_manifest(ft, stage="finetune")
+        manifest = read_manifest(ft, stage="finetune")
         pre = next((Path(u["path"]) for u in manifest.get("upstream", []) if isinstance(u, dict)
                     and u.get("stage") == "pretrain"), None)
         if pre is None:
             raise BadInput("not an XNLI fine-tuning of an `xlp pretrain` run (no pretrain upstream)", path=ft)
-        pm = artifacts.read_manifest(pre, stage="pretrain")
+        pm = read_manifest(pre, stage="pretrain")
         name = cfg.name[i] if cfg.name else xnli.default_name(manifest, ft)
         seed = pm["config"].get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
-            raise BadInput(f"the pre-training config's seed is {seed!r}, not an integer", path=pre / artifacts.MANIFEST)
+            raise BadInput(f"the pre-training config's seed is {seed!r}, not an integer", path=pre / MANIFEST)
         if seed in runs.get(name, {}):
             raise BadInput(f"two runs of {name!r} have pre-training seed {seed}; give each its own seed", path=ft)
         ui.info(f"claims: measuring {name} seed {seed} ({pre})")
@@ -174,7 +176,7 @@ def run(cfg: ClaimsConfig) -> dict[str, Any]:
                "machine": {"platform": platform.platform(), "processor": platform.processor(),
                            "cpus": __import__("os").cpu_count()}}
     plots = [_plot(curves, out / "claims_valid_loss.png")]
-    artifacts.write_json_atomic(out / "results.json", results)
+    write_json_atomic(out / "results.json", results)
     _write_report(cfg, out, results, plots)
     return {"task": "claims", "out": str(out), "claims": claims, "results": str(out / "results.json"),
             "report_md": str(out / "report.md"), "report_html": str(out / "report.html"), "plots": [str(p) for p in plots]}
@@ -213,10 +215,10 @@ def _write_report(cfg: ClaimsConfig, out: Path, results: dict[str, Any], plots: 
         md += [f"### {name}", "", "```json", json.dumps({"pretrain": i["pretrain"], "finetune": i["finetune"]},
                                                           indent=1, default=str), "```", ""]
     md += [f"Machine: {results['machine']}", ""] + [f"![{p.stem}]({p.name})" for p in plots]
-    artifacts.write_text_atomic(out / "report.md", "\n".join(md) + "\n")
+    write_text_atomic(out / "report.md", "\n".join(md) + "\n")
     page = html_page(title, intro, [("", header, rows)], [("Machine", [str(results["machine"])])],
                      [(p.stem, p) for p in plots])
-    artifacts.write_text_atomic(out / "report.html", page)
+    write_text_atomic(out / "report.html", page)
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -11,12 +11,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from xlp_cli import tasks, tasks as registry
 from xlp_cli.core import config as cfgmod
-from xlp_cli import tasks as registry
 from xlp_cli.core.config import FORCE_HELP, opt
 from xlp_cli.core.errors import BadInput, did_you_mean
 from xlp_cli.train.sections import Optimizer, Precision, Runtime
-from xlp_cli import tasks
 
 
 @dataclasses.dataclass

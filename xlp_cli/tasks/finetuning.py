@@ -18,16 +18,18 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import sha256_file, write_json_atomic
+from xlp_cli.artifacts.manifest import config_hash, read_manifest
+from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
+from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier
 from xlp_cli.models.veco import is_veco, plug_out
 from xlp_cli.train import engine
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime
-from xlp_cli.bpe.encoder import TextEncoder
-from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier
 
 
 def fmt_number(v: float) -> str:
@@ -39,7 +41,7 @@ class Pretrained:
 
     def __init__(self, run: Path, which: str):
         self.run = Path(run)
-        self.manifest = artifacts.read_manifest(self.run, stage="pretrain")
+        self.manifest = read_manifest(self.run, stage="pretrain")
         self.which = which
         model = ckpt.load_pretrained(self.run, which)
         self.config = model.config
@@ -71,7 +73,7 @@ class Pretrained:
         run_dict = self.run / "dict.txt"
         te_dict = Path(te.ids_dir) / "dict.txt" if getattr(te, "ids_dir", None) else None
         if run_dict.is_file() and te_dict and Path(te_dict).is_file() and Path(te_dict).resolve() != run_dict.resolve():
-            if artifacts.sha256_file(run_dict) != artifacts.sha256_file(te_dict):
+            if sha256_file(run_dict) != sha256_file(te_dict):
                 raise BadInput(f"the run's dict.txt differs from the dictionary of its id shards ({te_dict})", path=run_dict)
 
     def new_head(self, head: type, dropout: float, device: torch.device, **kw: Any) -> torch.nn.Module:
@@ -102,8 +104,8 @@ def start(cfg: Any, owns: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, An
     config is refused unless --force); the caller's run function is `outdir.scoped`."""
     config = cfgmod.identity(cfg)
     config["data"] = [str(Path(d).resolve()) for d in cfg.data]
-    previous = artifacts.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=owns)
-    if previous is not None and previous.get("config_hash") == artifacts.config_hash(config) and (cfg.out / "results.json").is_file():
+    previous = outdir.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=owns)
+    if previous is not None and previous.get("config_hash") == config_hash(config) and (cfg.out / "results.json").is_file():
         ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
         return config, {**json.loads((cfg.out / "results.json").read_text(encoding="utf-8")), "skipped": True}
     return config, None
@@ -149,7 +151,7 @@ def fit_point(run_dir: Path, model: torch.nn.Module, objective: Any, settings: e
     res = engine.fit(objective, model, settings, run_dir, rt)
     done = {**info, "best_score": res["best_score"], "best_step": res["best_step"],
             "best_dev": (res["best_metrics"] or {}).get("dev", {}), "steps": res["steps"]}
-    artifacts.write_json_atomic(run_dir / "done.json", done)
+    write_json_atomic(run_dir / "done.json", done)
     return done
 
 

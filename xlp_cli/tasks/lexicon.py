@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import data_dir, write_json_atomic, write_text_atomic
 from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.embeddings import cosine_matrix, load_run, word_vectors
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks.evaluate_configs import LexiconConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
-from xlp_cli.reporting.embeddings import cosine_matrix, load_run, word_vectors
 
 if TYPE_CHECKING:  # the config is read by `xlp --help`: torch and the models are imported only to run
     from xlp_cli.reporting.embeddings import LoadedRun
@@ -112,7 +112,7 @@ def score_pairs(run: LoadedRun, lang: str, pairs: list[tuple[str, str]], kind: s
 
 
 def run(cfg: LexiconConfig) -> dict[str, Any]:
-    dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else artifacts.data_dir() / "bilingual_dict_wiktionary"
+    dict_dir = Path(cfg.dict_dir) if cfg.dict_dir else data_dir() / "bilingual_dict_wiktionary"
     if not dict_dir.is_dir():
         raise BadInput("no dictionary folder (give --dict-dir)", path=dict_dir)
     names = cfg.name or []
@@ -155,8 +155,8 @@ def run(cfg: LexiconConfig) -> dict[str, Any]:
     plot = plot_lexicon(table, langs_all, out / "lexicon_cosine.png")
     results = {"task": "lexicon", "embedding": cfg.embedding, "dict_dir": str(dict_dir), "dict_split": cfg.dict_split,
                "langs": langs_all, "runs": table, "plots": [plot.name]}
-    artifacts.write_json_atomic(out / "results.json", results)
-    artifacts.write_text_atomic(out / "report.md", markdown(results))
+    write_json_atomic(out / "results.json", results)
+    write_text_atomic(out / "report.md", markdown(results))
     return {"task": "lexicon", "out": str(out), "table": results, "results": str(out / "results.json"),
             "report_md": str(out / "report.md"), "plots": [str(plot)]}
 

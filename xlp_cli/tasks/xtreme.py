@@ -23,18 +23,18 @@ import math
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod
+from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import read_manifest, try_read_manifest
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.tasks.evaluate_configs import XtremeConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
 from xlp_cli.models import hf_folder
-from xlp_cli.tasks.xnli.scores import collect, default_name, fmt_cell, score
-from xlp_cli.tasks.pos.scores import scores_of as pos_scores
-from xlp_cli.tasks.retrieval.scores import measure_runs, table_rows as retrieval_rows, tables
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
+from xlp_cli.tasks.evaluate_configs import XtremeConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
+from xlp_cli.tasks.pos.scores import scores_of as pos_scores
+from xlp_cli.tasks.retrieval.scores import measure_runs, table_rows as retrieval_rows, tables
 from xlp_cli.tasks.xnli.report import plot_accuracy, table_rows
-from xlp_cli.core import ui
+from xlp_cli.tasks.xnli.scores import collect, default_name, fmt_cell, score
 
 NOTE = ("One row per run. XNLI and POS: test accuracy (%) averaged over the languages, and the transfer gap "
         "(English minus the other languages; lower is better), mean ± std over fine-tuning seeds. Retrieval: "
@@ -54,9 +54,9 @@ class Inputs:
 def sort_inputs(data: list[Path], names: list[str]) -> Inputs:
     found = Inputs()
     for i, folder in enumerate(map(Path, data)):
-        m = artifacts.try_read_manifest(folder)
+        m = try_read_manifest(folder)
         hf = hf_folder.read_config(folder) if m is None or m.get("stage") == "export" else None
-        m = {**(m or {}), "stage": "export", "encoding": hf_folder.encoding_of(hf)} if hf else artifacts.read_manifest(folder)
+        m = {**(m or {}), "stage": "export", "encoding": hf_folder.encoding_of(hf)} if hf else read_manifest(folder)
         name = names[i] if names else default_name(m, folder)
         found.names.append(name)
         if m["stage"] in ("pretrain", "export"):  # retrieval reads pre-training runs and HF model folders
@@ -176,9 +176,9 @@ def run(cfg: Any) -> dict[str, Any]:
     for heading, h, r in tabs:
         md += [f"## {heading}", "", markdown_table(h, r), ""]
     md += [f"![{c}]({p.name})" for c, p in pngs]
-    artifacts.write_text_atomic(cfg.out / "report.md", "\n".join(md) + "\n")
-    artifacts.write_text_atomic(cfg.out / "report.html", html_page(title, NOTE, tabs, [], pngs))
-    artifacts.write_json_atomic(cfg.out / "results.json", {"task": "xtreme", "split": cfg.split, **result,
+    write_text_atomic(cfg.out / "report.md", "\n".join(md) + "\n")
+    write_text_atomic(cfg.out / "report.html", html_page(title, NOTE, tabs, [], pngs))
+    write_json_atomic(cfg.out / "results.json", {"task": "xtreme", "split": cfg.split, **result,
                                                            "plots": [p.name for _, p in pngs]})
     return {"task": "xtreme", "out": str(cfg.out), "title": title, "result": result, "headline": [header, rows],
             "report_md": str(cfg.out / "report.md"), "report_html": str(cfg.out / "report.html"),

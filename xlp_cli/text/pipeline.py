@@ -30,8 +30,7 @@ from xlp_cli.text.case import MODES as CASE_MODES
 from xlp_cli.text.clean import collapse_spaces, remove_non_printing
 from xlp_cli.text.langs import base_lang
 from xlp_cli.text.segment import segmenter
-from xlp_cli.text.tokenize import MODES as TOKENIZE_MODES
-from xlp_cli.text.tokenize import SEGMENTED
+from xlp_cli.text.tokenize import MODES as TOKENIZE_MODES, SEGMENTED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +57,9 @@ class TextPipeline:
     @classmethod
     def from_manifest(cls, folder: "str | os.PathLike[str]") -> "TextPipeline":
         """From an `xlp prepare` output folder."""
-        from xlp_cli import artifacts  # (pyarrow: `xlp text` starts without it)
+        from xlp_cli.artifacts.manifest import read_manifest  # (pyarrow: `xlp text` starts without it)
 
-        return cls.from_config(artifacts.read_manifest(folder, stage="prepare")["config"])
+        return cls.from_config(read_manifest(folder, stage="prepare")["config"])
 
     def config(self) -> dict[str, Any]:
         return {"clean": self.clean, "normalize": self.normalize, "tokenize": self.tokenize, "lowercase": self.lowercase}

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.core.errors import BadInput
 from xlp_cli.train.adjacent import AdjacentStream
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
@@ -49,7 +49,7 @@ class PretrainData:
         if "mono" in spec.needs:
             for lang in langs:
                 folder = ids_dir / "train" / lang
-                paths = artifacts.shard_paths(folder)
+                paths = shard_paths(folder)
                 if not paths:
                     raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
                 for k in self.local:
@@ -67,7 +67,7 @@ class PretrainData:
                 if l1 in index and l2 in index:
                     for k in self.local:
                         self.pairs[self._key(pair, k)] = PairStream(
-                            artifacts.shard_paths(train / pair), pair, (index[l1], index[l2]), bptt, seed, vocab_size,
+                            shard_paths(train / pair), pair, (index[l1], index[l2]), bptt, seed, vocab_size,
                             i, part=(k, slots))
             if not self.pairs:
                 raise BadInput(f"--objective {objective} needs parallel data between the languages "
@@ -119,7 +119,7 @@ class PretrainData:
 def valid_batches(ids_dir: Path, lang: str, lang_index: int, bptt: int, batch_size: int, n_batches: int,
                   vocab_size: int, split: str = "valid") -> list[Batch]:
     """The first windows of a language's valid split, in corpus order (the same every evaluation)."""
-    paths = artifacts.shard_paths(ids_dir / split / lang)
+    paths = shard_paths(ids_dir / split / lang)
     if not paths:
         return []
     try:

@@ -27,9 +27,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import truncate_jsonl
+from xlp_cli.artifacts.manifest import now_iso
 from xlp_cli.core import ui
-from xlp_cli.core.errors import BadInput, WorkFailed
+from xlp_cli.core.errors import BadInput, WorkFailed, write_failed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, batch_too_large, is_oom, rng_state, seed_dropout, set_rng_state
@@ -114,7 +115,7 @@ class Trainer:
     def save(self, which: str, objective_state: dict[str, Any]) -> None:
         meta = {"step": self.step, "tokens": self.tokens, "best": self.best, "objective": objective_state,
                 "rng": rng_state(), "world_size": self.rt.world, "valid": self.last_metrics,
-                "time": artifacts.now_iso(), **self.meta_extra}
+                "time": now_iso(), **self.meta_extra}
         state = None
         if which == "last":
             state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
@@ -269,7 +270,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
     metrics_path = run_dir / "metrics.jsonl"
     if rt.main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        artifacts.truncate_jsonl(metrics_path, t.step)
+        truncate_jsonl(metrics_path, t.step)
     t.probe()
     out = os.open(metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if rt.main else None
 
@@ -282,7 +283,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
                     data = data[os.write(out, data):]
             except OSError as e:
                 os.ftruncate(out, end)
-                raise artifacts.write_failed(e, metrics_path) or e from None
+                raise write_failed(e, metrics_path) or e from None
 
     def checkpoint_hook() -> None:
         if on_checkpoint is not None and rt.main:

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import datadirs
+from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary
+from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import spec as encoding_spec
-from xlp_cli.artifacts.special_ids import N_SPECIAL
 
 
 @dataclasses.dataclass
@@ -39,7 +39,7 @@ class PretrainInputs:
 def find_ids(data: list[Path]) -> tuple[Path, dict[str, Any]]:
     """The `xlp bpe apply` output among --data (or upstream of them; or a prepare folder that applied BPE)."""
     datadirs.only_one(list(data), "bpe-apply", "this command")  # one dictionary, one id space
-    found = artifacts.find_upstream(list(data), "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
+    found = find_upstream(list(data), "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         raise BadInput("no `xlp bpe apply` output (manifest stage 'bpe-apply') among --data or their upstream",
                        path=",".join(map(str, data)))
@@ -50,7 +50,7 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
             encoding_options: dict[str, Any], objective: str = "") -> PretrainInputs:
     """`needs`: {"mono"} and/or {"pairs"}: which train folders the objective reads (`objective`: its name)."""
     ids_dir, ids_manifest = find_ids(data)
-    dict_path, dict_sha = artifacts.ids_dictionary(ids_dir, ids_manifest)
+    dict_path, dict_sha = ids_dictionary(ids_dir, ids_manifest)
     dico = Dictionary.read(dict_path)
     if len(dico) <= N_SPECIAL:
         raise BadInput("the dictionary has no words", path=dict_path)
@@ -87,7 +87,7 @@ def top_k_vocabularies(data: list[Path], lang_encoding: str, encoding_options: d
     if not spec.needs_vocab_scores:
         return None
     datadirs.only_one(list(data), "vocab-score", "this command")
-    found = artifacts.find_upstream(list(data), "vocab-score")
+    found = find_upstream(list(data), "vocab-score")
     if found is None:
         raise BadInput(f"--lang-encoding {lang_encoding} needs the output of `xlp vocab-score` "
                        "(vle_vocab.json) among --data", path=",".join(map(str, data)))

@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.artifacts import layout, outdir
+from xlp_cli.artifacts.files import atomic_path, sha256_file, write_json_atomic
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest as write_manifest_file
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import TransformerEncoder
@@ -44,12 +45,12 @@ def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params
     manifests = {"bpe-apply": {k: v for k, v in inp.ids_manifest.items() if k != "outputs"}}
     if inp.vocab_manifest:
         manifests["vocab-score"] = {k: v for k, v in inp.vocab_manifest.items() if k != "outputs"}
-    m = artifacts.new_manifest(STAGE, cfgmod.to_dict(cfg), upstream=inp.upstream(), upstream_manifests=manifests,
+    m = new_manifest(STAGE, cfgmod.to_dict(cfg), upstream=inp.upstream(), upstream_manifests=manifests,
                                langs=inp.langs, model=mcfg.to_dict(), parameters=n_params,
                                dictionary_sha256=inp.dict_sha, dictionary_layout=layout.dictionary_layout(),
                                last_step=progress["step"],
                                best_step=progress.get("best_step"), done=progress["step"] >= cfg.max_steps)
-    artifacts.write_manifest(cfg.out, m)
+    write_manifest_file(cfg.out, m)
 
 
 @outdir.scoped
@@ -60,13 +61,13 @@ def run(cfg: PretrainConfig) -> dict[str, Any]:
     run_dir = Path(cfg.out)
     rt = Runtime.create(cfg.device, cfg.amp, cfg.num_threads)
     if rt.main:
-        artifacts.guard_out_dir(run_dir, STAGE, cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
+        outdir.guard_out_dir(run_dir, STAGE, cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
     rt.barrier()
     last = run_dir / "checkpoints" / "last"
     resuming = ckpt.read_meta(last) is not None
     if cfg.resume and not resuming:
         raise BadInput("--resume: no checkpoint to resume (checkpoints/last/meta.json is missing)", path=run_dir)
-    if resuming and (run_dir / "dict.txt").is_file() and artifacts.sha256_file(run_dir / "dict.txt") != inp.dict_sha:
+    if resuming and (run_dir / "dict.txt").is_file() and sha256_file(run_dir / "dict.txt") != inp.dict_sha:
         raise BadInput("the dictionary of the id shards changed since this run started; use another --out or --force",
                        path=inp.dict_path)
     mcfg = model_config(cfg, len(inp.dictionary), inp.langs)
@@ -85,9 +86,9 @@ def run(cfg: PretrainConfig) -> dict[str, Any]:
     n_params = sum(p.numel() for p in model.parameters())
     if rt.main:
         if not (run_dir / "dict.txt").is_file():
-            with artifacts.atomic_path(run_dir / "dict.txt") as tmp:
+            with atomic_path(run_dir / "dict.txt") as tmp:
                 shutil.copyfile(inp.dict_path, tmp)
-        artifacts.write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
+        write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
     summary = engine.fit(objective, model, settings(cfg), run_dir, rt,
                          on_checkpoint=lambda p: write_manifest(cfg, inp, mcfg, n_params, p))
     if rt.main:

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from xlp_cli.core.errors import BadInput
 from xlp_cli.artifacts.special_ids import PAD
+from xlp_cli.core.errors import BadInput
 from xlp_cli.train.shards import check_ids, read_list_column, row_groups
 from xlp_cli.train.streams import RowCursor
 

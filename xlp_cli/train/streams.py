@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli.core.errors import BadInput
 from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
+from xlp_cli.core.errors import BadInput
 from xlp_cli.train.shards import Batch, check_ids, partition, read_list_column, row_groups
 
 

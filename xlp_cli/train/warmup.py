@@ -11,7 +11,6 @@ than refuses: a short smoke run (`--max-steps 2`) must still run, and `--max-ste
 from __future__ import annotations
 
 
-
 def check_warmup(warmup: int, max_steps: int, lr: float | None = None) -> str | None:
     """A warning for a warm-up >= the run or longer than half of it; else None."""
     if warmup <= 0 or max_steps <= 0:

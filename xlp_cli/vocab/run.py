@@ -14,15 +14,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import datadirs, outdir
-from xlp_cli.core import ui
+from xlp_cli.artifacts.files import sha256_file, write_json_atomic
+from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary, new_manifest, read_manifest, write_manifest
+from xlp_cli.artifacts.shards import shard_entry, shard_paths, write_shard
 from xlp_cli.bpe.dictionary import Dictionary
+from xlp_cli.core import ui
 from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
 from xlp_cli.vocab.config import VocabConfig
-from xlp_cli.vocab.scoring import count_shards, is_nonword, rank
 from xlp_cli.vocab.ray_count import count_languages
+from xlp_cli.vocab.scoring import count_shards, is_nonword, rank
 
 STAGE = "vocab-score"
 OWNS = ("vocab_scores.parquet", "vle_vocab.json")
@@ -32,10 +34,10 @@ RULE = ("m(x) = C_l(x) / C_!=l(x); tokens with C_!=l(x) = 0 get m = inf and rank
 
 def _ids_folder(data: list[Path]) -> tuple[Path, dict[str, Any]]:
     datadirs.only_one(data, "bpe-apply", "`xlp vocab-score`")
-    found = artifacts.find_upstream(data, "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
+    found = find_upstream(data, "bpe-apply")  # (also inside a `xlp prepare --bpe-codes` folder)
     if found is None:
         for d in data:
-            m = artifacts.read_manifest(d)
+            m = read_manifest(d)
             raise BadInput(f"expected the output of `xlp bpe apply` (token-id shards), found `xlp {m['stage']}`", path=d)
         raise BadInput("no `xlp bpe apply` output among --data", path=data[0])
     return found
@@ -48,7 +50,7 @@ def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool)
     if not split_dir.is_dir():
         raise BadInput(f"no {split} split in the id shards", path=split_dir)
     for d in sorted(p for p in split_dir.iterdir() if p.is_dir()):
-        shards = artifacts.shard_paths(d)
+        shards = shard_paths(d)
         if not shards:
             continue
         try:
@@ -83,7 +85,7 @@ def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool)
 def run(cfg: VocabConfig) -> dict[str, Any]:
     t0 = time.time()
     ids_dir, ids_m = _ids_folder(cfg.data)
-    dict_path, dict_sha = artifacts.ids_dictionary(ids_dir, ids_m)
+    dict_path, dict_sha = ids_dictionary(ids_dir, ids_m)
     dico = Dictionary.read(dict_path)
 
     config = to_dict(cfg)
@@ -103,7 +105,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
     if empty:
         raise BadInput(f"language(s) {', '.join(empty)} have no tokens in the {cfg.split} split", path=ids_dir / cfg.split)
     # counting is cheap: only now, with the input known good, touch --out (resume = nothing left to do)
-    previous = artifacts.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS)
+    previous = outdir.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS)
     if previous and previous.get("complete") and (out / "vle_vocab.json").is_file():
         ui.info(f"{out}: already scored with this config; nothing to do")
         return dict(previous["summary"], skipped=True)
@@ -132,8 +134,8 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
         "m": pa.array(np.concatenate([ranks[l].m for l in langs]).astype(np.float64)),
         "rank": pa.array(np.concatenate([np.arange(1, len(ranks[l].ids) + 1) for l in langs]).astype(np.int32)),
     })
-    sha = artifacts.write_shard(out / "vocab_scores.parquet", table, stage="vocab-score")
-    artifacts.write_json_atomic(out / "vle_vocab.json", vle)
+    sha = write_shard(out / "vocab_scores.parquet", table, stage="vocab-score")
+    write_json_atomic(out / "vle_vocab.json", vle)
 
     top = {l: [dico.words[i] for i in ranks[l].ids[: cfg.show]] for l in langs}
     summary = {"out": str(out), "languages": len(langs), "tokens_counted": n_tokens, "dictionary_size": len(dico),
@@ -141,14 +143,14 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
                "exclusive": {l: int(np.isinf(ranks[l].m).sum()) for l in langs},
                "seconds": round(time.time() - t0, 3), "top": top,
                "top_m": {l: [float(x) for x in ranks[l].m[: cfg.show]] for l in langs}}
-    manifest = artifacts.new_manifest(
+    manifest = new_manifest(
         STAGE, config, upstream=[{"path": str(ids_dir.resolve()), "stage": "bpe-apply", "config_hash": ids_m.get("config_hash")}],
-        outputs={"vocab_scores.parquet": artifacts.shard_entry(out / "vocab_scores.parquet", table.num_rows, sha),
-                 "vle_vocab.json": {"sha256": artifacts.sha256_file(out / "vle_vocab.json")}},
+        outputs={"vocab_scores.parquet": shard_entry(out / "vocab_scores.parquet", table.num_rows, sha),
+                 "vle_vocab.json": {"sha256": sha256_file(out / "vle_vocab.json")}},
         counts={l: int(counts[li].sum()) for li, l in enumerate(langs)}, warnings=warnings,
         dictionary_sha256=dict_sha, rule=RULE, summary=summary, complete=True,
     )
-    artifacts.write_manifest(out, manifest)
+    write_manifest(out, manifest)
     return summary
 
 

@@ -23,12 +23,18 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator
 
-from xlp_cli.core.errors import BadInput
-from xlp_cli.prepare.sources import expand_inputs
-from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
 from xlp_cli.core import ui
-from xlp_cli.prepare.sources._files import (ARCHIVE_ERRORS, TolerantStream, archive_problem, compression, data_files,
-                                          open_binary)
+from xlp_cli.core.errors import BadInput
+from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
+from xlp_cli.prepare.sources import expand_inputs
+from xlp_cli.prepare.sources._files import (
+    ARCHIVE_ERRORS,
+    TolerantStream,
+    archive_problem,
+    compression,
+    data_files,
+    open_binary,
+)
 
 NAME = "commoncrawl"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from xlp_cli.core.errors import BadInput
-from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
+from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track, utf16_problem
 from xlp_cli.text.langs import safe_folder_name
 

@@ -38,9 +38,8 @@ from typing import BinaryIO, Callable, Iterator
 
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.prepare.sources import expand_inputs
 from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions, Split
-from xlp_cli.prepare.sources import wikipedia_multistream as multistream
+from xlp_cli.prepare.sources import expand_inputs, wikipedia_multistream as multistream
 from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, compression, data_files, open_binary
 
 NAME = "wikipedia"

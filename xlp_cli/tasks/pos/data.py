@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core.errors import BadInput
+from xlp_cli.artifacts.shards import read_shard, write_shard
 from xlp_cli.artifacts.special_ids import EOS, UNK
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.conllu import UPOS, Sentence, read_conllu, upos_v2
 
 IGNORE = -100
@@ -130,12 +130,12 @@ def cached_encode(cache: Path, sents: list[tuple[Path, Sentence]], text_encoder,
         h.update((s.id + "\t" + " ".join(f"{w.form}/{w.upos}" for w in s.words) + "\n").encode("utf-8"))
     path = cache.with_name(f"{cache.name}.{h.hexdigest()[:12]}.parquet")
     if path.is_file():
-        t = artifacts.read_shard(path)
+        t = read_shard(path)
         return Tagged(ids=[np.asarray(x, np.int32) for x in t.column("ids").to_pylist()],
                       first=[np.asarray(x, np.int32) for x in t.column("first").to_pylist()],
                       gold=t.column("gold").to_pylist(), sent_ids=t.column("id").to_pylist(), lang=lang)
     enc = encode(sents, text_encoder, lang, max_len)
-    artifacts.write_shard(path, pa.table({
+    write_shard(path, pa.table({
         "id": pa.array(enc.sent_ids, pa.string()),
         "ids": pa.array([x.tolist() for x in enc.ids], pa.list_(pa.int32())),
         "first": pa.array([x.tolist() for x in enc.first], pa.list_(pa.int32())),

@@ -22,13 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import data_dir, sha256_file, write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.reporting.render import order_langs
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import TokenClassifier, freeze_language_parameters
+from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks import conllu
 from xlp_cli.tasks.common import print_seed_table
 from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
@@ -74,7 +75,7 @@ OWNS = ("results.json", "predictions", "runs", "encoded")  # what POS fine-tunin
 def run(cfg: PosConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     pre = Pretrained(Path(cfg.data[0]), cfg.which)
-    data = artifacts.data_dir()
+    data = data_dir()
     ud_dir = Path(cfg.ud_dir) if cfg.ud_dir else data / "ud_treebanks"
     train_file = Path(cfg.ud_train) if cfg.ud_train else data / EWT_DEV
     if not ud_dir.is_dir():
@@ -117,19 +118,19 @@ def run(cfg: PosConfig) -> dict[str, Any]:
             pred = predict(model, enc, pre.lang_index(lang), rt.device, cfg.eval_batch_size)
             lines = [json.dumps({"id": i, "lang": lang, "gold": g, "pred": p}, ensure_ascii=False)
                      for i, g, p in zip(enc.sent_ids, enc.gold, pred)]
-            artifacts.write_text_atomic(cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl", "\n".join(lines) + "\n")
+            write_text_atomic(cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl", "\n".join(lines) + "\n")
 
     summary = summarize(cfg, pre, langs, {"grid": found["grid"], "selected": found["selected"]})
     summary["files"] = {"train": str(train_file), "select": str(cfg.ud_dev or f"10% of {train_file}"),
                         "test": {l: [str(p) for p in tests[l]] for l in langs},
                         "sentences": {"train": len(train), "select": len(select), **{l: len(test[l]) for l in langs}}}
-    artifacts.write_json_atomic(cfg.out / "results.json", summary)
-    manifest = artifacts.new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
+    write_json_atomic(cfg.out / "results.json", summary)
+    manifest = new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
                                       langs=langs, task="pos")
     inputs = [train_file] + ([Path(cfg.ud_dev)] if cfg.ud_dev else []) + [p for l in langs for p in tests[l]]
-    manifest["inputs"] = [{"path": str(p), "sha256": artifacts.sha256_file(p)} for p in inputs]
+    manifest["inputs"] = [{"path": str(p), "sha256": sha256_file(p)} for p in inputs]
     manifest["outputs"] = {"results": "results.json", "predictions": "predictions"}
-    artifacts.write_manifest(cfg.out, manifest)
+    write_manifest(cfg.out, manifest)
     return summary
 
 

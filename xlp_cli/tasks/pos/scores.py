@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from xlp_cli.core.errors import BadInput
-from xlp_cli.tasks.xnli.scores import collect, prediction_rows, score
 from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.xnli import report
 from xlp_cli.tasks.xnli.report import rich_table
+from xlp_cli.tasks.xnli.scores import collect, prediction_rows, score
 
 NOTE = ("Word accuracy (%) of zero-shot POS tagging (17 UD v2 tags, the label on each word's first subword) per "
         "language, then the average and the transfer gap (English minus the average of the other languages; "

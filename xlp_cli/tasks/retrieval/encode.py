@@ -21,15 +21,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core.errors import BadInput
-from xlp_cli.models import checkpoint as ckpt
-from xlp_cli.models.encoder import TransformerEncoder
+from xlp_cli.artifacts.manifest import read_manifest, try_read_manifest
+from xlp_cli.artifacts.shards import MANIFEST
 from xlp_cli.artifacts.special_ids import EOS
-from xlp_cli.tasks.xnli.data import encode_texts, eval_batches
 from xlp_cli.bpe import hf_xlm_vocab
 from xlp_cli.bpe.encoder import TOKENIZER_DIR, TextEncoder
-from xlp_cli.models import hf_folder
+from xlp_cli.core.errors import BadInput
+from xlp_cli.models import checkpoint as ckpt, hf_folder
+from xlp_cli.models.encoder import TransformerEncoder
+from xlp_cli.tasks.xnli.data import encode_texts, eval_batches
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Encoder:
 def _run_folder(folder: Path) -> Path:
     """The nearest folder at or above `folder` with a manifest (a checkpoint sits inside its run)."""
     for p in [folder, *folder.parents]:
-        if (p / artifacts.MANIFEST).is_file():
+        if (p / MANIFEST).is_file():
             return p
     raise BadInput("no manifest.json in this folder or above it: cannot find the run's text pipeline", path=folder)
 
@@ -85,7 +85,7 @@ def load_hf(folder: Path, manifest: dict[str, Any] | None) -> Encoder:
 
 def load_encoder(folder: Path, which: str = "best") -> Encoder:
     folder = Path(folder)
-    m = artifacts.try_read_manifest(folder)
+    m = try_read_manifest(folder)
     if (m is None or m.get("stage") == "export") and (folder / hf_folder.CONFIG).is_file():
         return load_hf(folder, m)
     if m is not None and m.get("stage") == "pretrain":
@@ -93,12 +93,12 @@ def load_encoder(folder: Path, which: str = "best") -> Encoder:
         run = folder
     else:
         if not (folder / ckpt.CONFIG).is_file():
-            artifacts.read_manifest(folder, stage="pretrain")  # the precise message for a non-run folder
+            read_manifest(folder, stage="pretrain")  # the precise message for a non-run folder
             raise BadInput("not a pretrain run (stage pretrain), a checkpoint folder (model.json) or an HF model "
                            "folder (config.json)", path=folder)
         model = ckpt.load_model(folder)
         run = _run_folder(folder)
-        m = artifacts.read_manifest(run)
+        m = read_manifest(run)
     encoder = model if isinstance(model, TransformerEncoder) else getattr(model, "encoder", None)
     if not isinstance(encoder, TransformerEncoder):
         raise BadInput(f"a {getattr(model, 'KIND', type(model).__name__)} checkpoint has no pre-trained encoder to "

@@ -14,16 +14,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import data_dir, write_json_atomic, write_text_atomic
 from xlp_cli.core import config as cfgmod, ui
-from xlp_cli.reporting.render import order_langs
+from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting.render import html_page, markdown_table, order_langs
 from xlp_cli.tasks.retrieval import data as rd
 from xlp_cli.tasks.retrieval.encode import Encoder, accuracy, load_encoder, sentence_vectors
+from xlp_cli.tasks.xnli.report import plot_accuracy
 from xlp_cli.tasks.xnli.scores import RunScores, default_name, fmt_cell, score
 from xlp_cli.train.runtime import Runtime
-from xlp_cli.reporting.render import html_page, markdown_table
-from xlp_cli.tasks.xnli.report import plot_accuracy
-from xlp_cli.core.errors import BadInput
 
 DIRECTIONS = ("xx->en", "en->xx")
 NOTE = ("Sentence retrieval accuracy (%) without fine-tuning: each sentence's cosine nearest neighbour among the "
@@ -33,7 +32,7 @@ NOTE = ("Sentence retrieval accuracy (%) without fine-tuning: each sentence's co
 
 
 def pairs_of(cfg: Any, lang: str, which: str) -> rd.Pairs | None:
-    data = artifacts.data_dir()
+    data = data_dir()
     if which == "tatoeba":
         return rd.tatoeba(Path(cfg.tatoeba_dir) if cfg.tatoeba_dir else data / "tatoeba_laser", lang, cfg.max_sentences)
     return rd.pud(Path(cfg.ud_dir) if cfg.ud_dir else data / "ud_treebanks", lang, cfg.max_sentences)
@@ -122,9 +121,9 @@ def run(cfg: Any) -> dict[str, Any]:
     layers = [f"<code>{f['folder']}</code>: {f['name']}, layer {f['layer']}" for f in found]
     md += ["## Runs", ""] + [f"- `{f['folder']}`: {f['name']}, layer {f['layer']}, {f['seconds']} s" for f in found]
     md += [""] + [f"![{c}]({p.name})" for c, p in pngs]
-    artifacts.write_text_atomic(cfg.out / "report.md", "\n".join(md) + "\n")
-    artifacts.write_text_atomic(cfg.out / "report.html", html_page(title, NOTE, tabs, [("Runs", layers)], pngs))
-    artifacts.write_json_atomic(cfg.out / "results.json", {"task": "retrieval", "runs": found, "tables": result})
+    write_text_atomic(cfg.out / "report.md", "\n".join(md) + "\n")
+    write_text_atomic(cfg.out / "report.html", html_page(title, NOTE, tabs, [("Runs", layers)], pngs))
+    write_json_atomic(cfg.out / "results.json", {"task": "retrieval", "runs": found, "tables": result})
     return {"task": "retrieval", "out": str(cfg.out), "title": title, "tables": result,
             "report_md": str(cfg.out / "report.md"), "report_html": str(cfg.out / "report.html"),
             "results": str(cfg.out / "results.json"), "plots": [str(p) for _, p in pngs]}

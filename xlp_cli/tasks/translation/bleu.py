@@ -27,13 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import inside, write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import read_manifest
+from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.bpe.encoder import saved_tokenizer
 from xlp_cli.core import config as cfgmod, textfile, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.reporting import figures
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
-from xlp_cli.bpe.encoder import saved_tokenizer
 from xlp_cli.text.pipeline import TextPipeline
 
 
@@ -88,7 +90,7 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
     runs: dict[str, Any] = {}
     for i, folder in enumerate(data):
         folder = Path(folder)
-        m = artifacts.read_manifest(folder, stage="finetune")
+        m = read_manifest(folder, stage="finetune")
         if m.get("task") not in ("translation", "unmt"):
             raise BadInput(f"not a translation or unmt run (task {m.get('task')!r})", path=folder)
         cfg = m.get("config", {})
@@ -107,7 +109,7 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
         lowercased = _lowercases(folder)
         runs_listed = (m.get("outputs") or {}).get("runs", []) if isinstance(m.get("outputs"), dict) else []
         for run in runs_listed if isinstance(runs_listed, list) else []:
-            rdir = artifacts.inside(folder, run, "run folder", folder / artifacts.MANIFEST)
+            rdir = inside(folder, run, "run folder", folder / MANIFEST)
             res_path = rdir / "results.json"
             if res_path.is_file():
                 lowercased = bool(json.loads(res_path.read_text(encoding="utf-8")).get("lowercased", lowercased))
@@ -284,17 +286,17 @@ def run(cfg: Any) -> dict[str, Any]:
                "test sentences of each direction; tokenized BLEU from the reverse direction's tokenized references.", ""]
     for caption, p in pngs:
         md += [f"## {caption}", "", f"![{caption}]({p.name})", ""]
-    artifacts.write_text_atomic(out / "report.md", "\n".join(md))
+    write_text_atomic(out / "report.md", "\n".join(md))
     esc = html.escape
     page = html_page(title, f"Split: {split}. Mean ± std over seeds.", html_parts,
                      [("Signatures", [f"<code>{esc(s)}</code>" for s in sigs + tsigs])], pngs)
-    artifacts.write_text_atomic(out / "report.html", page)
+    write_text_atomic(out / "report.html", page)
     for name, r in runs.items():
         results["runs"].setdefault(name, {})["folders"] = r["folders"]
         results["runs"][name]["per_seed"] = r["seeds"]
     results["signatures"] = sigs + tsigs
     results["plots"] = [p.name for _, p in pngs]
-    artifacts.write_json_atomic(out / "results.json", results)
+    write_json_atomic(out / "results.json", results)
     summary_table = {name: {d: round(st["bleu"][d]["mean"], 2) for d in supervised + ["Avg"] if d in st["bleu"]}
                      for name, st in results["runs"].items() if "bleu" in st}
     return {"task": "translation", "out": str(out), "title": title, "split": split, "bleu": summary_table,

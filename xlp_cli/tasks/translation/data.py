@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.shards import read_shard, shard_paths
 from xlp_cli.core.errors import BadInput
 from xlp_cli.train.sentences import collate  # noqa: F401  (re-exported: the translation code's batches)
 
@@ -75,7 +75,7 @@ def pair_folders(ids_dir: Path, split: str) -> dict[str, Path]:
     if not root.is_dir():
         return {}
     return {p.name: p for p in sorted(root.iterdir())
-            if p.is_dir() and "-" in p.name and artifacts.shard_paths(p)}
+            if p.is_dir() and "-" in p.name and shard_paths(p)}
 
 
 def read_pair_folder(folder: Path, *, max_rows: int = 0) -> Pairs:
@@ -84,8 +84,8 @@ def read_pair_folder(folder: Path, *, max_rows: int = 0) -> Pairs:
     ids: list[str] = []
     src: list[np.ndarray] = []
     tgt: list[np.ndarray] = []
-    for shard in artifacts.shard_paths(folder):
-        table = artifacts.read_shard(shard)
+    for shard in shard_paths(folder):
+        table = read_shard(shard)
         missing = [c for c in ("ids1", "ids2") if c not in table.column_names]
         if missing:
             raise BadInput(f"not a parallel id shard: no column {', '.join(missing)} (run `xlp bpe apply` on a "

@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from xlp_cli import artifacts
 from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import write_text_atomic
+from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.models.search import beam_search, greedy
 from xlp_cli.models.seq2seq import Seq2Seq, targets
 from xlp_cli.tasks.translation.config import TranslateConfig
@@ -154,7 +154,7 @@ def run(cfg: TranslateConfig) -> dict[str, Any]:
             rendered.append(codec.to_text(h, cfg.tgt_lang))
     body = "".join(r + "\n" for r in rendered)
     if cfg.output is not None:
-        artifacts.write_text_atomic(cfg.output, body)
+        write_text_atomic(cfg.output, body)
     else:
         sys.stdout.write(body)
         sys.stdout.flush()

@@ -29,22 +29,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
 from xlp_cli.bpe.encoder import TextEncoder
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.search import beam_search, greedy
 from xlp_cli.models.seq2seq import Seq2Seq, targets
+from xlp_cli.models.veco import describe_init
+from xlp_cli.tasks.translation.bleu import multi_bleu
 from xlp_cli.tasks.translation.config import DEFAULT_LR, TranslationConfig
 from xlp_cli.tasks.translation.data import MixedBatcher, Pairs, collate, serve, split_direction
 from xlp_cli.tasks.translation.job import Job, References, describe, fit_lengths
 from xlp_cli.tasks.translation.objective import Translate
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
-from xlp_cli.tasks.translation.bleu import multi_bleu
-from xlp_cli.models.veco import describe_init
 
 
 def load_translation_model(run: Path, which: str = "best", device: str | torch.device = "cpu") -> Seq2Seq:
@@ -98,7 +99,7 @@ def train_one(job: Job, seed: int, run_dir: Path, rt: Runtime) -> dict[str, Any]
                                            eval_every=cfg.valid_every, label=f"seed {seed}")
     if rt.main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        artifacts.write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
+        write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
     result = engine.fit(objective, model, settings, run_dir, rt, meta={"seed": seed, "total": total})
     if not rt.main:
         rt.barrier()  # rank 0 decodes
@@ -167,7 +168,7 @@ def _decode_and_score(job: Job, seed: int, run_dir: Path, model: Seq2Seq, device
             rows = prediction_rows(job.codec, pairs, hyps, refs)
             write_predictions(run_dir / "predictions" / f"{split}.{d}.jsonl", rows)
             results["bleu"].setdefault(split, {})[d] = quick_bleu(rows, job.lowercased)
-    artifacts.write_json_atomic(done, results)
+    write_json_atomic(done, results)
     return results
 
 
@@ -186,7 +187,7 @@ def prediction_rows(codec: TextEncoder, pairs: Pairs, hyps: list[list[int]], ref
 
 
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
-    artifacts.write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def quick_bleu(rows: list[dict[str, Any]], lowercase: bool) -> dict[str, float]:
@@ -208,7 +209,7 @@ def run(cfg: TranslationConfig) -> dict[str, Any]:
     job = Job(cfg)
     config = cfgmod.to_dict(cfg)
     if rt.main:
-        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
+        outdir.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
         job.codec.save(cfg.out)
     rt.barrier()
     n_params = job.new_model().n_params()
@@ -243,8 +244,8 @@ def run(cfg: TranslationConfig) -> dict[str, Any]:
 
 def _write_outputs(cfg: Any, job: Job, config: dict[str, Any], results: dict[str, Any], n_params: int) -> None:
     """results.json and the manifest (rank 0)."""
-    artifacts.write_json_atomic(cfg.out / "results.json", results)
-    manifest = artifacts.new_manifest(
+    write_json_atomic(cfg.out / "results.json", results)
+    manifest = new_manifest(
         "finetune", config, task="translation",
         upstream=[{"path": str(job.ids_dir.resolve()), "stage": "bpe-apply", "config_hash": job.ids_manifest.get("config_hash")}]
         + ([{"path": str(Path(cfg.init_encoder).resolve()), "stage": "pretrain"}] if cfg.init_encoder else []))
@@ -256,7 +257,7 @@ def _write_outputs(cfg: Any, job: Job, config: dict[str, Any], results: dict[str
     if job.init_mapping:
         manifest["veco_init"] = job.init_mapping
     manifest["directions"], manifest["zero_shot"], manifest["langs"] = job.directions, job.zero_shot, job.langs
-    artifacts.write_manifest(cfg.out, manifest)
+    write_manifest(cfg.out, manifest)
 
 
 def print_summary(summary: dict[str, Any]) -> None:

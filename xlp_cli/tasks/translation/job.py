@@ -10,11 +10,14 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.artifacts.files import sha256_file
+from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary
+from xlp_cli.artifacts.shards import read_shard, shard_paths
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
+from xlp_cli.models.checkpoint import load_pretrained
 from xlp_cli.models.encoding_registry import spec as encoding_spec
 from xlp_cli.models.factory import build_seq2seq
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig
@@ -22,7 +25,6 @@ from xlp_cli.models.veco import init_decoder, is_veco, plug_out
 from xlp_cli.tasks.translation.config import TranslationConfig
 from xlp_cli.tasks.translation.data import Pairs, directions_for, read_pairs, serve, split_direction
 from xlp_cli.train.inputs import find_ids, top_k_vocabularies
-from xlp_cli.models.checkpoint import load_pretrained
 
 
 def fit_lengths(pairs: Pairs, max_src: int, max_tgt: int, policy: str, where: str) -> int:
@@ -50,8 +52,8 @@ class References:
             return
         for folder in sorted(p for p in root.iterdir() if p.is_dir() and "-" in p.name):
             l1, l2 = folder.name.split("-", 1)
-            for shard in artifacts.shard_paths(folder):
-                t = artifacts.read_shard(shard)
+            for shard in shard_paths(folder):
+                t = read_shard(shard)
                 if not {"id", "raw1", "raw2", "text1", "text2"} <= set(t.column_names):
                     continue
                 c = t.to_pydict()
@@ -70,9 +72,9 @@ class Job:
         for d in list(cfg.directions) + list(cfg.zero_shot):
             split_direction(d)
         self.ids_dir, self.ids_manifest = find_ids(cfg.data)
-        prep = artifacts.find_upstream([self.ids_dir], "prepare")
+        prep = find_upstream([self.ids_dir], "prepare")
         self.prep_dir = prep[0] if prep else None
-        self.dict_path, self.dict_sha = artifacts.ids_dictionary(self.ids_dir, self.ids_manifest)
+        self.dict_path, self.dict_sha = ids_dictionary(self.ids_dir, self.ids_manifest)
         self.dico = Dictionary.read(self.dict_path)
         keep = set(cfgmod.parse_langs(cfg.lang)) or None
         train = read_pairs(self.ids_dir, "train", keep, max_rows=cfg.max_train_pairs)
@@ -164,7 +166,7 @@ class Job:
             raise BadInput(f"the pre-trained encoder uses --lang-encoding {self.pretrained.config.lang_encoding}, "
                            f"not {self.cfg.lang_encoding}", path=run)
         run_dict = run / "dict.txt"
-        if run_dict.is_file() and artifacts.sha256_file(run_dict) != self.dict_sha:
+        if run_dict.is_file() and sha256_file(run_dict) != self.dict_sha:
             raise BadInput("the pre-training dictionary differs from the translation data's dict.txt", path=run_dict)
 
     def new_model(self) -> Seq2Seq:

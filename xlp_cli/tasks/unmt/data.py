@@ -18,10 +18,11 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod
+from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary
+from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
+from xlp_cli.core import config as cfgmod
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.translation.data import Pairs, read_pairs, serve
 from xlp_cli.tasks.translation.job import References
@@ -97,11 +98,11 @@ def file_pairs(paths: list[Path], langs: list[str], codec: TextEncoder) -> dict[
 class UnmtData:
     def __init__(self, cfg: Any):
         self.ids_dir, self.ids_manifest = find_ids(cfg.data)
-        dict_path, _ = artifacts.ids_dictionary(self.ids_dir, self.ids_manifest)
+        dict_path, _ = ids_dictionary(self.ids_dir, self.ids_manifest)
         self.dict_path, self.dico = dict_path, Dictionary.read(dict_path)
         train = self.ids_dir / "train"
         mono = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" not in p.name
-                      and artifacts.shard_paths(p)) if train.is_dir() else []
+                      and shard_paths(p)) if train.is_dir() else []
         langs = list(dict.fromkeys(cfgmod.parse_langs(cfg.lang))) or mono
         if len(langs) != 2:
             raise BadInput(f"unmt trains one language pair: give --lang l1,l2 (languages with monolingual train "
@@ -112,9 +113,9 @@ class UnmtData:
                                f"in train/{lang}; have: {', '.join(mono) or 'none'})", path=train / lang)
         self.langs = langs
         self.directions = [f"{langs[0]}-{langs[1]}", f"{langs[1]}-{langs[0]}"]
-        self.paths = {lang: artifacts.shard_paths(train / lang) for lang in langs}
+        self.paths = {lang: shard_paths(train / lang) for lang in langs}
         self.codec = TextEncoder.from_folder(self.ids_dir)
-        prep = artifacts.find_upstream([self.ids_dir], "prepare")
+        prep = find_upstream([self.ids_dir], "prepare")
         self.prep_dir = prep[0] if prep else None
         self.valid = self._eval_set(cfg.valid_data, "valid")
         self.test = self._eval_set(cfg.test_data, "test")

@@ -23,14 +23,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import write_json_atomic
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.seq2seq import Seq2Seq
 from xlp_cli.tasks.translation.data import Pairs
-from xlp_cli.tasks.translation.finetune import _read_results, decode_pairs, prediction_rows, quick_bleu, write_predictions
+from xlp_cli.tasks.translation.finetune import (
+    _read_results,
+    decode_pairs,
+    prediction_rows,
+    quick_bleu,
+    write_predictions,
+)
 from xlp_cli.tasks.unmt import model as unmt_model
 from xlp_cli.tasks.unmt.config import DEFAULT_LR, UnmtConfig
 from xlp_cli.tasks.unmt.data import UnmtData
@@ -116,7 +123,7 @@ def train_one(cfg: UnmtConfig, data: UnmtData, seed: int, run_dir: Path, rt: Run
                                            eval_every=cfg.valid_every, label=f"unmt seed {seed}")
     if rt.main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        artifacts.write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
+        write_json_atomic(run_dir / ckpt.CONFIG, ckpt.model_json(model))
     result = engine.fit(objective, model, settings, run_dir, rt, meta={"seed": seed, "total": total})
     if rt.main:
         ckpt.load_weights(model, ckpt.checkpoint_dir(run_dir, "best"), rt.device)
@@ -124,7 +131,7 @@ def train_one(cfg: UnmtConfig, data: UnmtData, seed: int, run_dir: Path, rt: Run
                "best_valid_bleu": result["best_score"], "seconds": result["seconds"],
                "lowercased": data.codec.lowercases, "directions": data.directions,
                "bleu": score_splits(model, data, run_dir, index, rt.device, cfg)}
-        artifacts.write_json_atomic(done, res)
+        write_json_atomic(done, res)
     rt.barrier()
     res = _read_results(done)
     if res is None:
@@ -136,7 +143,7 @@ def copy_run(cfg: UnmtConfig, data: UnmtData, run_dir: Path) -> dict[str, Any]:
     index = {lang: i for i, lang in enumerate(data.langs)}
     res = {"seed": None, "steps": 0, "copy_baseline": True, "lowercased": data.codec.lowercases,
            "directions": data.directions, "bleu": score_splits(None, data, run_dir, index, torch.device("cpu"), cfg)}
-    artifacts.write_json_atomic(run_dir / "results.json", res)
+    write_json_atomic(run_dir / "results.json", res)
     return res
 
 
@@ -148,7 +155,7 @@ def run(cfg: UnmtConfig) -> dict[str, Any]:
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     data = UnmtData(cfg)
     if rt.main:
-        artifacts.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
+        outdir.guard_out_dir(cfg.out, "finetune", cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
         data.codec.save(cfg.out)
     rt.barrier()
     if not data.test:
@@ -175,19 +182,19 @@ def run(cfg: UnmtConfig) -> dict[str, Any]:
 
 
 def write_outputs(cfg: UnmtConfig, data: UnmtData, per_seed: dict[str, Any], runs: list[str]) -> None:
-    artifacts.write_json_atomic(cfg.out / "results.json", {"task": "unmt", "lang_encoding": cfg.lang_encoding,
+    write_json_atomic(cfg.out / "results.json", {"task": "unmt", "lang_encoding": cfg.lang_encoding,
                                                           "directions": data.directions, "seeds": per_seed})
     upstream = [{"path": str(data.ids_dir.resolve()), "stage": "bpe-apply",
                  "config_hash": data.ids_manifest.get("config_hash")}]
     if cfg.init:
         upstream.append({"path": str(Path(cfg.init).resolve()), "stage": "pretrain"})
-    m = artifacts.new_manifest("finetune", cfgmod.to_dict(cfg), task="unmt", upstream=upstream)
+    m = new_manifest("finetune", cfgmod.to_dict(cfg), task="unmt", upstream=upstream)
     m["outputs"] = {"runs": runs, "results": "results.json", "dict": "dict.txt", "tokenizer": "tokenizer"}
     m["directions"], m["zero_shot"], m["langs"] = data.directions, [], data.langs
     model_json = cfg.out / runs[0] / ckpt.CONFIG
     if model_json.is_file():
         m["model"] = json.loads(model_json.read_text(encoding="utf-8"))
-    artifacts.write_manifest(cfg.out, m)
+    write_manifest(cfg.out, m)
 
 
 def print_summary(summary: dict[str, Any]) -> None:

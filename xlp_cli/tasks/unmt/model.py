@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import sha256_file
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
@@ -27,7 +27,7 @@ from xlp_cli.train.inputs import top_k_vocabularies
 def from_scratch(cfg: Any, data: Any) -> Seq2Seq:
     options = encoding_spec(cfg.lang_encoding).options_from(cfg)
     found = top_k_vocabularies(cfg.data, cfg.lang_encoding, options, data.langs,
-                               artifacts.sha256_file(data.dict_path), len(data.dico))
+                               sha256_file(data.dict_path), len(data.dico))
     enc_cfg = ModelConfig.from_preset(cfg.encoder_preset, vocab_size=len(data.dico), langs=list(data.langs),
                                       lang_encoding=cfg.lang_encoding, encoding_options=options, dropout=cfg.dropout,
                                       attention_dropout=cfg.dropout, n_positions=max(cfg.max_len + 8, 64))
@@ -58,7 +58,7 @@ def from_run(cfg: Any, data: Any) -> Seq2Seq:
         raise BadInput(f"the pre-trained model uses --lang-encoding {mc.lang_encoding}, not {cfg.lang_encoding}",
                        path=run)
     run_dict = run / "dict.txt"
-    if run_dict.is_file() and artifacts.sha256_file(run_dict) != artifacts.sha256_file(data.dict_path):
+    if run_dict.is_file() and sha256_file(run_dict) != sha256_file(data.dict_path):
         raise BadInput("the pre-training dictionary differs from the data's dict.txt", path=run_dict)
     return model
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xlp_cli.artifacts.special_ids import PAD
 from xlp_cli.models.search import greedy
 from xlp_cli.models.seq2seq import Seq2Seq, label_smoothed_nll, targets
 from xlp_cli.tasks.unmt.config import lambda_at, parse_lambda
@@ -30,7 +31,6 @@ from xlp_cli.train.masking import mask_tokens
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
 from xlp_cli.train.sentences import SentenceStream, collate
-from xlp_cli.artifacts.special_ids import PAD
 
 KINDS = ("ae", "bt", "mlm")
 

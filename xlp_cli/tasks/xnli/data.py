@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.shards import read_shard, write_shard
+from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput
-from xlp_cli.artifacts.special_ids import EOS as EOS_INDEX, PAD as PAD_INDEX
 
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids
 LABEL_IDS = {"contradiction": 0, "contradictory": 0, "neutral": 1, "entailment": 2}
@@ -208,11 +208,11 @@ def save_encoded(path: Path, enc: Encoded) -> None:
         "label": pa.array(enc.labels, pa.int8()),
         "ids": pa.array([x.tolist() for x in enc.ids], pa.list_(pa.int32())),
     })
-    artifacts.write_shard(path, table)
+    write_shard(path, table)
 
 
 def load_encoded(path: Path) -> Encoded:
-    t = artifacts.read_shard(path)
+    t = read_shard(path)
     langs = t.column("lang").to_pylist()
     plangs = t.column("premise_lang").to_pylist()
     return Encoded(ids=[np.asarray(x, dtype=np.int32) for x in t.column("ids").to_pylist()],

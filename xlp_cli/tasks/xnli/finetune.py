@@ -27,19 +27,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
-from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.artifacts import outdir
+from xlp_cli.artifacts.files import data_dir, sha256_file, write_json_atomic, write_text_atomic
+from xlp_cli.artifacts.manifest import new_manifest, write_manifest
+from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
+from xlp_cli.reporting.render import XNLI_LANGS
 from xlp_cli.tasks.common import print_seed_table
 from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
 from xlp_cli.tasks.xnli import data as xd
-from xlp_cli.tasks.xnli.groups import build as build_groups
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
+from xlp_cli.tasks.xnli.groups import build as build_groups
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
-from xlp_cli.reporting.render import XNLI_LANGS
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
 
@@ -65,7 +66,7 @@ def train_one(run_dir: Path, pre: Pretrained, train: list[xd.Encoded], select: d
 
 # ---------------------------------------------------------------- the stage
 def _resolve(path: Path | None, default: str) -> Path:
-    return Path(path) if path is not None else artifacts.data_dir() / default
+    return Path(path) if path is not None else data_dir() / default
 
 
 OWNS = ("results.json", "predictions", "runs", "encoded")  # what XNLI fine-tuning writes in FT (outdir.py)
@@ -146,14 +147,14 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
                     bar.update(task, advance=len(e), info=f"seed {seed} {split} {lang}")
 
     summary = summarize(cfg, pre, langs, results, skipped_rows)
-    artifacts.write_json_atomic(cfg.out / "results.json", summary)
-    manifest = artifacts.new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
+    write_json_atomic(cfg.out / "results.json", summary)
+    manifest = new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
                                       langs=langs)
-    manifest["inputs"] = [{"path": str(p), "sha256": artifacts.sha256_file(p)}
+    manifest["inputs"] = [{"path": str(p), "sha256": sha256_file(p)}
                           for p in ([train_file] if cfg.setting == "transfer" else []) + [dev_file, test_file] if p.is_file()]
     manifest["outputs"] = {"results": "results.json", "predictions": "predictions"}
     manifest["counts"] = {"skipped_unlabelled_rows": skipped_rows}
-    artifacts.write_manifest(cfg.out, manifest)
+    write_manifest(cfg.out, manifest)
     return summary
 
 
@@ -161,7 +162,7 @@ def write_predictions(path: Path, model: SequenceClassifier, enc: xd.Encoded, la
     pred = predict(model, enc, langs, device, bs)
     lines = [json.dumps({"id": i, "lang": enc.lang, "gold": xd.LABELS[int(g)], "pred": xd.LABELS[int(p)]}, ensure_ascii=False)
              for i, g, p in zip(enc.example_ids, enc.labels, pred)]
-    artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def summarize(cfg: XnliConfig, pre: Pretrained, langs: list[str], results: dict[str, Any], skipped: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
 from xlp_cli.reporting.figures import plot_curves, pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
 from xlp_cli.tasks.xnli.scores import fmt_cell, rows_note, toy_note
@@ -166,14 +166,14 @@ def write_report(out: Path, scores: dict[str, Any], *, title: str, split: str, e
         md += [f"## {caption}", "", f"![{caption}]({p.name})", ""]
     if extra_md:
         md += [extra_md, ""]
-    artifacts.write_text_atomic(out / "report.md", "\n".join(md))
+    write_text_atomic(out / "report.md", "\n".join(md))
 
     esc = html.escape
     runs = [f"<b>{esc(n)}</b>: {r['n_seeds']} seed(s); " + ", ".join(f"<code>{esc(f)}</code>" for f in r["folders"])
             for n, r in scores["runs"].items()]
     html_doc = html_page(title, " ".join(p for p in intro if p), [("", header, rows)], [("Runs", runs)], pngs)
-    artifacts.write_text_atomic(out / "report.html", html_doc)
+    write_text_atomic(out / "report.html", html_doc)
     results = {"task": task, "split": split, **scores, "plots": [p.name for _, p in pngs]}
-    artifacts.write_json_atomic(out / "results.json", results)
+    write_json_atomic(out / "results.json", results)
     return {"report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
             "results": str(out / "results.json"), "plots": [str(p) for _, p in pngs]}

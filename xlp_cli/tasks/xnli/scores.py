@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.manifest import read_manifest
 from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput
 from xlp_cli.reporting.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
@@ -99,7 +99,7 @@ def read_finetune_folder(folder: Path, split: str, task: str = "xnli", accuracy:
                          ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, int]], dict[str, Any]]:
     """Accuracy per seed and language from one finetune folder's prediction files (`accuracy(path)` ->
     (%, rows) reads one file; POS passes its word-level reader)."""
-    manifest = artifacts.read_manifest(folder, stage="finetune")
+    manifest = read_manifest(folder, stage="finetune")
     if manifest.get("config", {}).get("task", "xnli") != task:
         raise BadInput(f"not an {task} fine-tuning run (task {manifest['config'].get('task')!r})", path=folder)
     pred_root = folder / "predictions"

@@ -26,15 +26,15 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.shards import shard_paths
+from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.core import ui
 from xlp_cli.models.encoder import TransformerEncoder
 from xlp_cli.models.seq2seq import Seq2Seq, Seq2SeqConfig, label_smoothed_nll
-from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.train.masking import corrupt
-from xlp_cli.train.objectives.mlm import lang_scores, summarize
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.objectives.encoder import model_config
+from xlp_cli.train.objectives.mlm import lang_scores, summarize
 from xlp_cli.train.runtime import Runtime, step_seed
 from xlp_cli.train.sentences import SentenceStream, collate, first_sentences
 from xlp_cli.train.streams import sampling_probs
@@ -114,11 +114,11 @@ class Mass(Objective):
         V = len(inputs.dictionary)
         streams, valid = {}, {}
         for i, lang in enumerate(inputs.langs):
-            paths = artifacts.shard_paths(inputs.ids_dir / "train" / lang)
+            paths = shard_paths(inputs.ids_dir / "train" / lang)
             streams[lang] = SentenceStream(paths, lang, cfg.seed, i, V, cfg.bptt - 1)
             streams[lang]._load()  # reads the first row group: ids outside the dictionary fail before training
             if rt.main:
-                v = first_sentences(artifacts.shard_paths(inputs.ids_dir / "valid" / lang),
+                v = first_sentences(shard_paths(inputs.ids_dir / "valid" / lang),
                                     cfg.eval_batches * cfg.batch_size, V, cfg.bptt - 1)
                 if v:
                     valid[lang] = v

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xlp_cli import artifacts
+from xlp_cli.artifacts.shards import shard_paths
+from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
-from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.train.data import PretrainData, valid_batches
 from xlp_cli.train.masking import mask_scores, mask_tokens
 from xlp_cli.train.objectives.base import Objective
@@ -86,8 +86,8 @@ class MaskedLM(Objective):
                 b = valid_batches(inputs.ids_dir, lang, i, cfg.bptt, cfg.batch_size, cfg.eval_batches, vocab_size)
                 if b:
                     valid[lang] = b
-                elif artifacts.shard_paths(inputs.ids_dir / "valid" / lang):
-                    short[lang] = _stream_tokens(artifacts.shard_paths(inputs.ids_dir / "valid" / lang))
+                elif shard_paths(inputs.ids_dir / "valid" / lang):
+                    short[lang] = _stream_tokens(shard_paths(inputs.ids_dir / "valid" / lang))
                 else:
                     ui.warn(f"no valid split for '{lang}' in {inputs.ids_dir}: it is not validated")
             if short and not valid:  # a run that can never be validated: `best` would be a guess

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xlp_cli import artifacts
-from xlp_cli.models.veco import Side, streams
+from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.artifacts.special_ids import N_SPECIAL, PAD
+from xlp_cli.models.veco import Side, streams
 from xlp_cli.train.adjacent import AdjacentStream
 from xlp_cli.train.masking import mask_tokens
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
@@ -87,7 +87,7 @@ class CrossAttentionMLM(MaskedLM):
         if rt.main:
             streams_by_name = {stream.pair: stream for stream in obj.data.pairs.values()}  # one per pair (or slot)
             for k, (name, stream) in enumerate(streams_by_name.items()):
-                paths = artifacts.shard_paths(inputs.ids_dir / "valid" / name)
+                paths = shard_paths(inputs.ids_dir / "valid" / name)
                 if not paths:
                     continue
                 args = (cfg.bptt, 0, stream.vocab_size, k)
