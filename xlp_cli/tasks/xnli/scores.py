@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from xlp_cli.artifacts.manifest import read_manifest
 from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput
-from xlp_cli.reporting.render import XNLI_LANGS, order_langs  # noqa: F401  (XNLI_LANGS: finetune's default order)
+from xlp_cli.reporting.render import order_langs
 
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids 0, 1, 2
 
