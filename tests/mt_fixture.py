@@ -76,7 +76,7 @@ def build(tmp: Path, data: Path, pairs: dict[str, dict[str, tuple]], max_words: 
     dico.write(ids_dir / "dict.txt")
     shutil.copyfile(codes, ids_dir / "codes")  # an `xlp bpe apply` folder holds the tokenizer files it names
     m = new_manifest("bpe-apply", {"codes": str(codes)}, counts=prep_counts, dictionary="dict.txt",
-                               tokenizer={"kind": "fastbpe", "codes": "codes", "vocab": None, "dict": "dict.txt"},
-                               upstream=[{"path": str(prep), "stage": "prepare"}])
+                     tokenizer={"kind": "fastbpe", "codes": "codes", "vocab": None, "dict": "dict.txt"},
+                     upstream=[{"path": str(prep), "stage": "prepare"}])
     write_manifest(ids_dir, m)
     return ids_dir

@@ -56,7 +56,7 @@ def write_ids(root: Path, dico: Dictionary, mono: dict[str, dict[str, list[list[
                            "rows": len(rows)}
             counts.setdefault(split, {})[pair] = len(rows)
     m = new_manifest("bpe-apply", {"test": True}, dictionary="dict.txt", counts=counts,
-                               outputs={"shards": shards}, upstream=[])
+                     outputs={"shards": shards}, upstream=[])
     write_manifest(root, m)
     return root
 

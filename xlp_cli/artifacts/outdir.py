@@ -213,7 +213,7 @@ def claim(out: Path, stage: str, config: dict[str, Any], *, force: bool, owns: I
     keep = set(prev.get("owns") or []) if prev.get("stage") == stage else set()
     try:
         write_json_atomic(out / MARKER, {"stage": stage, "config_hash": h, "config": config,
-                                                   "owns": sorted(keep | set(owns))})
+                                         "owns": sorted(keep | set(owns))})
     except OSError as e:
         raise cannot_write(e, out / MARKER) from None
     return try_read_manifest(out)

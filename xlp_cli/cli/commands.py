@@ -11,7 +11,6 @@ the flag parser finds: an unknown flag, `--workers two`).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import sys
 import typing
@@ -25,15 +24,10 @@ from xlp_cli.cli import typer_plain
 from xlp_cli.core import config as cfgmod
 from xlp_cli.core.errors import did_you_mean
 from xlp_cli.models.encoding_registry import EncodingFlags
-from xlp_cli.stages import STAGES
-from xlp_cli.stages.exits import parser_errors, run_guarded
+from xlp_cli.stages import STAGES, load
+from xlp_cli.stages.exits import ABORTS, CLICK_ERROR, USAGE_ERROR, run_guarded
 
 typer_plain.install()  # flag values as click parsed them: no pydantic (~0.1 s of every start)
-
-
-def _load(ref: str) -> Any:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def _default(field: dataclasses.Field) -> Any:
@@ -140,9 +134,6 @@ def _command_words(group: Any, args: list[str]) -> str:
     return " ".join(words)
 
 
-_USAGE_ERROR, _CLICK_ERROR, _ABORTS = parser_errors()
-
-
 class XlpGroup(TyperGroup):
     """The root command: click's usage errors (Typer would draw a box) become `xlp: error: ...`, exit 2."""
 
@@ -152,7 +143,7 @@ class XlpGroup(TyperGroup):
             rv = super().main(args=args, prog_name=prog_name or "xlp", complete_var=complete_var,
                               standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
-        except _USAGE_ERROR as e:
+        except USAGE_ERROR as e:
             if type(e).__name__ == "NoArgsIsHelpError":  # `xlp`, `xlp bpe`: the help itself, exit 2
                 typer.echo(e.format_message())
                 code = 2
@@ -162,10 +153,10 @@ class XlpGroup(TyperGroup):
             words = _command_words(self, list(sys.argv[1:] if args is None else args))
             typer.echo(f"xlp: error: {usage_line(e, words)}", err=True)
             code = 2
-        except _CLICK_ERROR as e:
+        except CLICK_ERROR as e:
             typer.echo(f"xlp: error: {' '.join(e.format_message().split())}", err=True)
             code = getattr(e, "exit_code", 1)
-        except _ABORTS:
+        except ABORTS:
             typer.echo("xlp: aborted", err=True)
             code = 1
         if standalone_mode:
@@ -209,7 +200,7 @@ def build_config(config: Any, config_file: Path | None, flags: dict[str, Any]) -
 def stage_command(app: typer.Typer, stage: str) -> None:
     """Register the command of `stages.STAGES[stage]`, built from its config, running its run function."""
     spec = STAGES[stage]
-    config = _load(spec.config)
+    config = load(spec.config)
     params = _params(config)
     params.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
                                     default=typer.Option(None, "--config", metavar="FILE", help="TOML file with the same keys as the flags (flags win).  [default: (empty)]")))
@@ -223,13 +214,13 @@ def stage_command(app: typer.Typer, stage: str) -> None:
 
         def go() -> None:
             cfg = build_config(config, config_file, kwargs)
-            summary = _load(spec.run)(cfg)
+            summary = load(spec.run)(cfg)
             from xlp_cli.core import ui  # (rich: only to print a summary; `xlp text` starts without it)
 
             if as_json:
                 ui.print_json(summary)
             elif spec.summary:
-                _load(spec.summary)(summary)
+                load(spec.summary)(summary)
             else:
                 ui.print_summary(title, summary)
 

@@ -80,7 +80,7 @@ def save(folder: str | Path, model: torch.nn.Module, meta: dict[str, Any] | None
             torch.save(state, tmp / STATE)
             sums[STATE] = sha256_file(tmp / STATE)
         write_json_atomic(tmp / META, {"format_version": FORMAT_VERSION, "step": 0, **(meta or {}),
-                                                 "sha256": sums})
+                                       "sha256": sums})
     return folder
 
 

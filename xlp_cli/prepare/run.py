@@ -112,7 +112,7 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
         raise BadInput("no such BPE codes file or `xlp bpe learn` folder", path=cfg.bpe_from)
     inputs = [] if cfg.download else _inputs(cfg)  # a missing path is reported before anything is written
     prev = outdir.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS,
-                                   on_locked=lambda: _forget_config_if_nothing_done(out))
+                                on_locked=lambda: _forget_config_if_nothing_done(out))
     chash = config_hash(config)
 
     if prev is not None and prev.get("config_hash") == chash and _shards_intact(out, prev, remove_bad=True):

@@ -23,7 +23,7 @@ def parser_errors() -> tuple[type, type, tuple[type, ...]]:
     return mro["UsageError"], mro["ClickException"], aborts
 
 
-_CLICK_ERROR, _ABORTS = parser_errors()[1:]
+USAGE_ERROR, CLICK_ERROR, ABORTS = parser_errors()
 
 
 def run_guarded(fn: Callable[[], Any]) -> Any:
@@ -37,7 +37,7 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
         raise typer.Exit(e.exit_code)
     except KeyboardInterrupt:  # `cli/app.main` says so (also for a Ctrl-C while Typer parses the flags)
         raise typer.Exit(130)
-    except (typer.Exit, typer.Abort, typer.TyperException, _CLICK_ERROR, *_ABORTS):  # the flag parser's own: XlpGroup
+    except (typer.Exit, typer.Abort, typer.TyperException, CLICK_ERROR, *ABORTS):  # the flag parser's own: XlpGroup
         # reports its usage errors (typer's vendored click)
         raise
     except MemoryError:

@@ -179,7 +179,7 @@ def run(cfg: Any) -> dict[str, Any]:
     write_text_atomic(cfg.out / "report.md", "\n".join(md) + "\n")
     write_text_atomic(cfg.out / "report.html", html_page(title, NOTE, tabs, [], pngs))
     write_json_atomic(cfg.out / "results.json", {"task": "xtreme", "split": cfg.split, **result,
-                                                           "plots": [p.name for _, p in pngs]})
+                                                 "plots": [p.name for _, p in pngs]})
     return {"task": "xtreme", "out": str(cfg.out), "title": title, "result": result, "headline": [header, rows],
             "report_md": str(cfg.out / "report.md"), "report_html": str(cfg.out / "report.html"),
             "results": str(cfg.out / "results.json"), "plots": [str(p) for _, p in pngs]}

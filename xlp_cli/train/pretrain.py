@@ -46,10 +46,10 @@ def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params
     if inp.vocab_manifest:
         manifests["vocab-score"] = {k: v for k, v in inp.vocab_manifest.items() if k != "outputs"}
     m = new_manifest(STAGE, cfgmod.to_dict(cfg), upstream=inp.upstream(), upstream_manifests=manifests,
-                               langs=inp.langs, model=mcfg.to_dict(), parameters=n_params,
-                               dictionary_sha256=inp.dict_sha, dictionary_layout=layout.dictionary_layout(),
-                               last_step=progress["step"],
-                               best_step=progress.get("best_step"), done=progress["step"] >= cfg.max_steps)
+                     langs=inp.langs, model=mcfg.to_dict(), parameters=n_params,
+                     dictionary_sha256=inp.dict_sha, dictionary_layout=layout.dictionary_layout(),
+                     last_step=progress["step"],
+                     best_step=progress.get("best_step"), done=progress["step"] >= cfg.max_steps)
     write_manifest_file(cfg.out, m)
 
 

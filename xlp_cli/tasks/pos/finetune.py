@@ -126,7 +126,7 @@ def run(cfg: PosConfig) -> dict[str, Any]:
                         "sentences": {"train": len(train), "select": len(select), **{l: len(test[l]) for l in langs}}}
     write_json_atomic(cfg.out / "results.json", summary)
     manifest = new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
-                                      langs=langs, task="pos")
+                            langs=langs, task="pos")
     inputs = [train_file] + ([Path(cfg.ud_dev)] if cfg.ud_dev else []) + [p for l in langs for p in tests[l]]
     manifest["inputs"] = [{"path": str(p), "sha256": sha256_file(p)} for p in inputs]
     manifest["outputs"] = {"results": "results.json", "predictions": "predictions"}

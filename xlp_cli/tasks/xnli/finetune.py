@@ -149,7 +149,7 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     summary = summarize(cfg, pre, langs, results, skipped_rows)
     write_json_atomic(cfg.out / "results.json", summary)
     manifest = new_manifest("finetune", config, upstream=pre.upstream(), encoding=pre.config.lang_encoding,
-                                      langs=langs)
+                            langs=langs)
     manifest["inputs"] = [{"path": str(p), "sha256": sha256_file(p)}
                           for p in ([train_file] if cfg.setting == "transfer" else []) + [dev_file, test_file] if p.is_file()]
     manifest["outputs"] = {"results": "results.json", "predictions": "predictions"}
