@@ -140,7 +140,7 @@ def test_a_killed_ray_worker_is_retried_and_a_killed_dedup_partition_fails_in_on
     # a worker process holding a dedup partition dies: one line, exit 1, no half-written shard; rerun resumes
     out = tmp_path / "partition-killed"
     proc = _xlp(*WIKI, *wiki_inputs, "--out", str(out), address=ray_address, stderr=subprocess.PIPE)
-    wait_until(proc, lambda: (out / ".work").is_dir() and _ray_processes("ray::HashSet64"), poll=0.005)[0].kill()
+    wait_until(proc, lambda: (out / ".work").is_dir() and _ray_processes("ray::DedupActor"), poll=0.005)[0].kill()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     lines = [line for line in err.splitlines() if line.startswith("xlp:")]

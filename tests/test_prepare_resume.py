@@ -51,7 +51,9 @@ def test_killed_run_resumes_to_the_same_output(shared_data, tmp_path):
         proc.wait()
     assert not (out / "manifest.json").exists()
     partial = _hashes(out)
-    assert partial and all(_hashes(ref).get(k) == v for k, v in partial.items())  # finished shards are final
+    # finished shards are final (with 2 workers the shards are written once every chunk is in, so a run killed
+    # while reading has none yet; test_prepare_parallel_finalize.py kills one while it writes them)
+    assert all(_hashes(ref).get(k) == v for k, v in partial.items())
 
     r = run_cli(*args, "--out", out, "--json")
     assert r.exit_code == 0, r.stderr

@@ -6,10 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from xlp_cli.prepare import process
 from xlp_cli.prepare.dedup import HashSet64
-from xlp_cli.prepare.finalize import Finalizer
+from xlp_cli.prepare.finalize import Finalizer, Rules
+from xlp_cli.prepare.partitioned import PartitionedFinalizer
+from xlp_cli.prepare.workdir import chunk_path
 
 
 def test_hashset64_matches_a_python_set():
@@ -74,8 +77,8 @@ def test_finalizer_matches_the_per_row_rules(tmp_path):
                                           pa.uint64()))
     for vf, tf, mv, mt, mr in ((0.1, 0.2, 0, 0, 0), (0.3, 0.3, 50, 20, 0), (0.05, 0.05, 10, 10, 700)):
         out = tmp_path / f"o{vf}{mv}{mr}"
-        fin = Finalizer(out, valid_fraction=vf, test_fraction=tf, max_valid=mv, max_test=mt, max_records=mr,
-                        shard_size=500)
+        fin = Finalizer(out, Rules(valid_fraction=vf, test_fraction=tf, max_valid=mv, max_test=mt, max_records=mr,
+                                   shard_size=500))
         for t in tables:
             for batch in t.to_batches(max_chunksize=777):
                 fin.add_batch(pa.Table.from_batches([batch]))
@@ -126,3 +129,47 @@ def test_mono_chunks_make_the_same_table_column_by_column():
     assert meta["bytes"] == sum(len(t[2].encode("utf-8")) for t in mono)
     rows = [r for r in process.process_chunk(mono) if r[0] == "m"]
     assert fast.column("h").to_pylist() == [r[6] for r in rows] and fast.column("u").to_pylist() == [r[7] for r in rows]
+
+
+def _chunk_tables() -> list[list[pa.Table]]:
+    """Three splits of 3000 rows each (many duplicates, within and across splits), in chunks of 777 rows."""
+    splits = []
+    for s in range(3):
+        t = _rows(3000, s)
+        unique = [_GROUP_OFFSET[g] * 10**6 + h for g, h in zip(t.column("group").to_pylist(), t.column("h").to_pylist())]
+        t = t.set_column(t.schema.get_field_index("h"), "h", pa.array(unique, pa.uint64()))
+        splits.append([pa.Table.from_batches([b]) for b in t.to_batches(max_chunksize=777)])
+    return splits
+
+
+@pytest.mark.parametrize("rules", [
+    Rules(0.1, 0.2, 0, 0, 0, 500),  # no cap
+    Rules(0.3, 0.3, 50, 20, 0, 500),  # valid/test caps, overflow to train
+    Rules(0.05, 0.05, 10, 10, 700, 300),  # --max-records runs out in the middle of a chunk
+    Rules(0.2, 0.1, 60, 40, 900, 250, overflow_to_train=False),  # --split-by sentences: over the cap is dropped
+    Rules(0.2, 0.1, 60, 0, 0, 400, dedup=False),
+])
+def test_partitioned_finalizing_writes_the_bytes_of_the_sequential_finalizer(tmp_path, rules):
+    """Any number of hash partitions and shard writers, the shards and counts of the one in-order finalizer."""
+    splits = _chunk_tables()
+    work = tmp_path / ".work"
+    work.mkdir()
+    seq = Finalizer(tmp_path / "seq", rules)
+    for s, chunks in enumerate(splits):
+        for k, table in enumerate(chunks):
+            process.write_chunk(chunk_path(work, s, k), table)
+            seq.add_batch(table)
+    want = seq.close()
+    want_bytes = {rel: (tmp_path / "seq" / rel).read_bytes() for rel in want[1]}
+    assert len(want_bytes) >= 6
+    for workers in (2, 3, 5):
+        out = tmp_path / f"p{workers}"
+        fin = PartitionedFinalizer(out, work, rules, workers)
+        for s, chunks in enumerate(splits):
+            for k, table in enumerate(chunks):  # the table in memory for some chunks, the file for others
+                fin.add_chunk(s, k, table if k % 2 else None, chunk_path(work, s, k))
+            fin.split_done(s)
+        got = fin.close()
+        assert got[0] == want[0] and got[2] == want[2]
+        assert {rel: e["sha256"] for rel, e in got[1].items()} == {rel: e["sha256"] for rel, e in want[1].items()}
+        assert {rel: (out / rel).read_bytes() for rel in got[1]} == want_bytes

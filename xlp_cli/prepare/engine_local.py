@@ -16,6 +16,9 @@ segmenter; PrepareConfig.uses_threads), for any N: the main thread reads the spl
   as it is, without reading its file back. One process: no start-up or imports per worker, no second copy
   of the libraries in memory.
 The chunk files are the same in every case (a split is cut into chunks the same way wherever it is read).
+The main process takes the chunks in stream order and finalizes them: with `--workers 1` in order, as they
+come (finalize.Finalizer); with N > 1 over N hash partitions and N shard-writing threads (partitioned.py), to
+the same bytes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from xlp_cli.prepare import process
-from xlp_cli.prepare.dedup import HashSet64
+from xlp_cli.prepare.finalize import Finalizer, Rules
+from xlp_cli.prepare.partitioned import PartitionedFinalizer
 from xlp_cli.prepare.records import SourceOptions, Split
 from xlp_cli.prepare.splits import cut, run_split_to_files
 from xlp_cli.prepare.workdir import chunk_path
@@ -82,9 +86,13 @@ class LocalEngine:
                                             initializer=process.init_worker, initargs=self.init_args)
             self.pool.submit(int).result()
 
-    def hash_set(self) -> HashSet64:
-        """The de-duplication set: in this process."""
-        return HashSet64()
+    def finalizer(self, out: Path, rules: Rules, sink: Any = None) -> Finalizer | PartitionedFinalizer:
+        """With N > 1 workers, N hash partitions and N shard-writing threads (partitioned.py); else (or with
+        --bpe-from's id shards made alongside, whose writer follows one finalizer) the sequential Finalizer.
+        The same shards either way."""
+        if self.workers > 1 and sink is None:
+            return PartitionedFinalizer(out, self.work, rules, self.workers)
+        return Finalizer(out, rules, sink=sink)
 
     def table(self, s: int, k: int) -> Any:
         """The table of chunk (s, k) when this engine still holds it (thread mode), else None: read its file."""

@@ -8,10 +8,13 @@ How the work is cut, run and resumed (docs/prepare.md, "Engines and splits" and 
   records are cut into chunks of `--chunk-size` records, cleaned/normalized/tokenized/lowercased and length-
   filtered, and written as chunk files `OUT/.work/chunk-SSSSSS-KKKKKK.parquet` (workdir.py).
 - The main process takes the chunks in stream order (split by split): it reports their problems (ledger.py)
-  and feeds them to the Finalizer (finalize.py): exact de-duplication, split by content hash with the
-  valid/test caps, `--max-records`, streaming shard writers for `OUT/<split>/<lang or l1-l2>/part-NNNNN.parquet`.
-  The records of the splits in order are the records of the input in order, so the shards do not depend on
-  the engine, the workers, the split or chunk size, or interruptions.
+  and gives them to the engine's finalizer: exact de-duplication, split by content hash with the valid/test
+  caps, `--max-records`, shards `OUT/<split>/<lang or l1-l2>/part-NNNNN.parquet`. `--workers 1`: the
+  Finalizer (finalize.py), in order; `--workers N` and Ray: hash partitions de-duplicate in parallel, the caps
+  and shards are planned from their counts, and N threads or Ray tasks write the shards (partitioned.py,
+  finalize_ray.py; partitions.py, shard_plan.py, shard_writer.py). The rows of each shard are in stream
+  order, and the records of the splits in order are the records of the input in order, so the shards do not
+  depend on the engine, the workers, the split or chunk size, or interruptions.
 - A rerun keeps the finished chunks (a finished split is not read again, an unfinished one resumes after
   its last chunk), feeds them to the finalizer again from the start, so it makes exactly the same decisions,
   and checks and keeps the shards already on disk. Then the manifest (last), then `.work` is removed.
@@ -51,7 +54,7 @@ from xlp_cli.prepare.config import PrepareConfig
 from xlp_cli.prepare.download import download
 from xlp_cli.prepare.engine_local import WORKER_DIED, LocalEngine
 from xlp_cli.prepare.engine_ray import RayEngine
-from xlp_cli.prepare.finalize import Finalizer
+from xlp_cli.prepare.finalize import Rules
 from xlp_cli.prepare.ledger import Ledger
 from xlp_cli.prepare.records import CollectedErrors, ErrorPolicy, SourceOptions
 from xlp_cli.prepare.report import (  # noqa: F401 (print_summary: the CLI's)
@@ -160,7 +163,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
             text_pipeline=_pipe_config(config),
             run={"engine": cfg.engine, "workers": cfg.workers, "splits": stats["splits"],
                  "worker_mode": ("threads" if cfg.uses_threads() else "processes") if cfg.engine == "local" else None,
-                 "seconds": round(time.time() - t0, 2)},
+                 "seconds": round(time.time() - t0, 2), "main_process_cpu_seconds": stats["cpu"],
+                 "main_thread_cpu_seconds": stats["thread_cpu"]},
         )
         manifest["config_hash"] = chash
         write_manifest(out, manifest)
@@ -245,7 +249,9 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
              pipe_config: dict[str, Any], sink: Any = None) -> dict[str, Any]:
     """Plan the splits, run the unfinished ones on the engine and finalize every chunk in stream order (`sink`:
     given every row group of the text shards, bpe/alongside.py).
-    Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close()}."""
+    Returns {records, bytes, dropped, resumed, splits, finalized: Finalizer.close(), cpu / thread_cpu: the CPU
+    seconds of this process / of its main thread meanwhile (with --engine ray the driver's: docs/scale.md)}."""
+    cpu0, thread0 = time.process_time(), time.thread_time()
 
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
@@ -267,10 +273,10 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     failed = True
     try:
         engine.start(jobs, [lang for lang in cfg.lang if folder_ok(lang)])
-        fin = Finalizer(work.parent, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction,
-                        max_valid=cfg.max_valid, max_test=cfg.max_test, max_records=cfg.max_records,
-                        shard_size=cfg.shard_size, dedup=cfg.dedup, seen=engine.hash_set(),
-                        overflow_to_train=cfg.split_by == "pair", sink=sink)
+        rules = Rules(valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction, max_valid=cfg.max_valid,
+                      max_test=cfg.max_test, max_records=cfg.max_records, shard_size=cfg.shard_size, dedup=cfg.dedup,
+                      overflow_to_train=cfg.split_by == "pair")
+        fin = engine.finalizer(work.parent, rules, sink)
         sizes = [split_bytes(split) for split in plan]
         read = [0] * len(plan)  # input bytes consumed per split (the reader's position; all of it at its tail)
         with progress(sum(sizes)) as bar:
@@ -279,11 +285,8 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 
             def take(s: int, k: int, meta: dict[str, Any]) -> None:
                 ledger.account(plan[s], meta)  # raises on a problem with --on-error raise
-                table = held(s, k)  # (thread mode: the table as processed, not read back from its file)
-                if table is not None:
-                    fin.add_batch(table)
-                else:
-                    fin.add_file(workdir.chunk_path(work, s, k))
+                # (thread mode: the table as processed, not read back from its file)
+                fin.add_chunk(s, k, held(s, k), workdir.chunk_path(work, s, k))
                 read[s] = sizes[s] if meta.get("tail") else meta.get("read_bytes", read[s])
                 in_bytes = unit == "bytes"
                 bar.update(task, completed=sum(read) if in_bytes else ledger.records, records=ledger.records,
@@ -299,6 +302,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
                     assert s_ == s, (s_, s)
                     take(s, k, meta)
                     done[s].append(meta)
+                fin.split_done(s)
         finalized = fin.close()
         failed = False
     except BrokenProcessPool:
@@ -313,7 +317,8 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     finally:
         engine.close(abort=failed)
     return {"records": ledger.records, "bytes": ledger.bytes, "dropped": dict(ledger.dropped), "resumed": resumed,
-            "splits": len(plan), "finalized": finalized}
+            "splits": len(plan), "finalized": finalized, "cpu": round(time.process_time() - cpu0, 3),
+            "thread_cpu": round(time.thread_time() - thread0, 3)}
 
 
 # ---------------------------------------------------------------- BPE sub-steps
