@@ -35,7 +35,8 @@ def _imports(path: Path) -> set[str]:
 
 def test_every_third_party_import_of_xlp_cli_is_a_declared_dependency():
     declared = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
-    optional = {_name(r) for group in ("ray",) for r in PYPROJECT["project"]["optional-dependencies"][group]}
+    optional = {_name(r) for group in ("ray", "storage")
+                for r in PYPROJECT["project"]["optional-dependencies"][group]}
     dist_of = md.packages_distributions()
     missing = []
     for path in sorted(PKG.rglob("*.py")):

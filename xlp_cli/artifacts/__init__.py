@@ -12,6 +12,11 @@ through these modules, lowest first:
     staged_parquet.py  a shard written a row group at a time under a temporary name
     datadirs.py        several --data folders
     arrow_numpy.py     Arrow columns as numpy arrays (and pyarrow kept from importing pandas)
+    uris.py            s3://, gs://, hf:// URIs and the local staging folder of each (light: read at start-up)
+    objectstore.py     the store behind a URI (pyarrow.fs), its errors as one line
+    remote_sync.py     a folder pulled from / pushed to its store: a journaled push, the manifest last
+    lease.py           the lease object that keeps one writer per --out URI
+    staging.py         a stage run on staging folders (`stages.run_staged`; docs/storage.md)
 
 A shard exists only when complete (temp file + rename); the manifest is written last. This file imports nothing,
 so a light module here (special_ids, files, layout) costs no pyarrow to whoever imports it.

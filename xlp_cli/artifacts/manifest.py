@@ -11,7 +11,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from xlp_cli.artifacts import layout
+from xlp_cli.artifacts import layout, uris
 from xlp_cli.artifacts.files import _json_default, inside, sha256_file, write_json_atomic
 from xlp_cli.artifacts.shards import MANIFEST, verify_shards
 from xlp_cli.core.errors import BadInput
@@ -122,16 +122,21 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
     lists are checked (`verify_shards`). A damaged manifest on the way is a one-line error."""
     seen: set[Path] = set()
     todo = [Path(d) for d in data_dirs]
+    links: dict[Path, str] = {}  # staging folder -> the URI an upstream link names (a stage on object storage)
     while todo:
         d = todo.pop(0).resolve()
         if d in seen:
             continue
         seen.add(d)
+        if d in links:
+            uris.fetch(links[d], full=False)
         if not (d / MANIFEST).is_file():
             continue
         m = read_manifest(d)
         if m.get("stage") == stage:
             if verify:
+                if d in links:
+                    uris.fetch(links[d], full=True)
                 verify_shards(d, m)
             return d, m
         outputs = m.get("outputs") if isinstance(m.get("outputs"), dict) else {}
@@ -139,7 +144,10 @@ def find_upstream(data_dirs: list[Path], stage: str, *, verify: bool = True) -> 
             if isinstance(outputs.get(key), str):
                 todo.append(layout.linked_folder(d, outputs[key], f"outputs.{key}", d / MANIFEST))
         ups = m.get("upstream") or []
-        todo.extend(Path(up["path"]) for up in ups)  # (each entry checked by read_manifest)
+        for up in ups:  # (each entry checked by read_manifest)
+            if uris.find(up["path"]):
+                links[uris.local(up["path"]).resolve()] = up["path"]
+            todo.append(uris.local(up["path"]))
     return None
 
 

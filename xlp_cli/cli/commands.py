@@ -24,7 +24,7 @@ from xlp_cli.cli import typer_plain
 from xlp_cli.core import config as cfgmod
 from xlp_cli.core.errors import did_you_mean
 from xlp_cli.models.encoding_registry import EncodingFlags
-from xlp_cli.stages import STAGES, load
+from xlp_cli.stages import STAGES, load, run_staged
 from xlp_cli.stages.exits import ABORTS, CLICK_ERROR, USAGE_ERROR, run_guarded
 
 typer_plain.install()  # flag values as click parsed them: no pydantic (~0.1 s of every start)
@@ -214,7 +214,7 @@ def stage_command(app: typer.Typer, stage: str) -> None:
 
         def go() -> None:
             cfg = build_config(config, config_file, kwargs)
-            summary = load(spec.run)(cfg)
+            summary = run_staged(spec.run, cfg)
             from xlp_cli.core import ui  # (rich: only to print a summary; `xlp text` starts without it)
 
             if as_json:

@@ -337,15 +337,35 @@ def merge(config_file: str | Path | None, overrides: dict[str, Any]) -> tuple[di
     return values, where, frozenset(given)
 
 
+_RECORDED_AS: dict[str, str] = {}  # a local path -> the name configs record for it (artifacts/staging.py)
+
+
+def record_path_as(path: str | Path, name: str | None) -> None:
+    """From now on `to_dict` records the value `path` as `name` (None: as itself again): a local staging folder of
+    an object-store URI is recorded as the URI, so a config's hash does not depend on the machine's cache folder."""
+    if name is None:
+        _RECORDED_AS.pop(str(path), None)
+    else:
+        _RECORDED_AS[str(path)] = name
+
+
+def _recorded(v: Any) -> Any:
+    if isinstance(v, (str, Path)) and str(v) in _RECORDED_AS:
+        return _RECORDED_AS[str(v)]
+    return str(v) if isinstance(v, Path) else v
+
+
 def to_dict(cfg: Any) -> dict[str, Any]:
     """The config as JSON-able dict with flag-name keys (what the manifest records)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
         if isinstance(v, Path):
-            v = str(v)
+            v = _recorded(v)
         elif isinstance(v, list):
-            v = [str(x) if isinstance(x, Path) else x for x in v]
+            v = [_recorded(x) for x in v]
+        elif isinstance(v, str) and v in _RECORDED_AS:
+            v = _RECORDED_AS[v]
         out[flag_name(f.name)] = v
     return out
 

@@ -43,7 +43,7 @@ def _child(run_path: str, cfg: Any, log: str) -> None:
     os.close(fd)
     code = 0
     try:
-        summary = run_guarded(lambda: stages.load(run_path)(cfg))
+        summary = run_guarded(lambda: stages.run_staged(run_path, cfg))
         Path(log).with_suffix(".summary.json").write_text(json.dumps(summary, default=str), encoding="utf-8")
     except typer.Exit as e:
         code = e.exit_code

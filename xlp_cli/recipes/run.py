@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli import stages
+from xlp_cli.artifacts import staging, uris
 from xlp_cli.artifacts.manifest import try_read_manifest
 from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.config import opt
@@ -294,9 +295,17 @@ def _normalize(config: dict[str, Any], volatile: set[str]) -> dict[str, Any]:
     return out
 
 
+def _out_manifest(out: Path) -> dict[str, Any] | None:
+    """The manifest of a stage's --out: on the disk, or on the object store for an s3://, gs:// or hf:// URI."""
+    uri = uris.find(out)
+    if uri is None:
+        return try_read_manifest(out)
+    return staging.remote_manifest(uri)
+
+
 def is_done(node: Node) -> bool:
     """The folder holds a finished output of this stage, written with the same config."""
-    m = try_read_manifest(node.cfg.out)
+    m = _out_manifest(node.cfg.out)
     if not m or m.get("stage") != STAGES[node.stage].manifest or m.get("complete") is False:
         return False
     if node.stage == "pretrain":
@@ -311,8 +320,10 @@ def is_done(node: Node) -> bool:
     volatile = cfgmod.keys_where(node.cfg, "volatile")
     want = _normalize(cfgmod.to_dict(node.cfg), volatile)
     have = _normalize(recorded, volatile)
+    # keys left automatic (pretrain's --preset auto, --max-steps 0, ...) are recorded as the values they became
+    automatic = node.cfg.unresolved() if hasattr(node.cfg, "unresolved") else set()
     # compare the keys the stage recorded (a stage may leave out keys that do not change its output, e.g. `out`)
-    return all(have[k] == v for k, v in want.items() if k in have)
+    return all(have[k] == v for k, v in want.items() if k in have and k not in automatic)
 
 
 def run(cfg: RunConfig) -> dict[str, Any]:
@@ -348,12 +359,13 @@ def run(cfg: RunConfig) -> dict[str, Any]:
                                path=recipe)
         for nid in plan:
             nodes[nid].status = "not selected" if nid not in selected else nodes[nid].status
-        recipe_jobs.run_parallel(plan, nodes, selected=selected, jobs=cfg.jobs, logs=root / "logs",
+        logs = (uris.local(meta["root"]) if uris.find(meta["root"]) else root) / "logs"  # (a bucket's: staged)
+        recipe_jobs.run_parallel(plan, nodes, selected=selected, jobs=cfg.jobs, logs=logs,
                                  prepare_node=fallback, is_done=is_done, run_path=lambda n: STAGES[n.stage].run)
     else:
         _run_serial(plan, nodes, selected, cfg.dry_run, fallback, recipe)
-    rows = [{"stage": n, "status": nodes[n].status, "out": str(nodes[n].cfg.out), "seconds": round(nodes[n].seconds, 1)}
-              for n in plan]
+    rows = [{"stage": n, "status": nodes[n].status, "out": uris.find(nodes[n].cfg.out) or str(nodes[n].cfg.out),
+             "seconds": round(nodes[n].seconds, 1)} for n in plan]
     comparison = None
     for n in reversed(plan):  # the last comparison report: xtreme (when it ran now) or xnli
         node = nodes[n]
@@ -364,7 +376,7 @@ def run(cfg: RunConfig) -> dict[str, Any]:
                 break
     reports = [str(f) for n in plan if nodes[n].stage == "evaluate" and nodes[n].status in ("ran", "skipped (done)")
                for f in [recipe_report.report_of(Path(nodes[n].cfg.out))] if f]
-    return {"recipe": str(recipe), "root": str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
+    return {"recipe": str(recipe), "root": uris.find(meta["root"]) or str(meta["root"]), "stages": rows, "dry_run": cfg.dry_run,
             "seconds": round(time.time() - t_all, 1), "comparison": comparison, "reports": reports}
 
 
@@ -388,9 +400,9 @@ def _run_serial(plan: list[str], nodes: dict[str, Node], selected: list[str], dr
         for d in node.deps:
             if d not in selected and not is_done(nodes[d]):
                 raise BadInput(f"stage {nid} needs {d}, which has not finished; run it first (without --only)", path=recipe)
-        ui.info(f"[run] {nid}: running -> {node.cfg.out}")
+        ui.info(f"[run] {nid}: running -> {uris.find(node.cfg.out) or node.cfg.out}")
         t0 = time.time()
-        node.summary = stages.load(STAGES[node.stage].run)(node.cfg)
+        node.summary = stages.run_staged(STAGES[node.stage].run, node.cfg)
         node.seconds = time.time() - t0
         node.status = "ran"
         ran.add(nid)

@@ -3,8 +3,9 @@
 Each entry: the command path, the config (a dataclass, or a `TaskDispatch` whose class depends on --task), the run
 function, the `stage` its manifest records (None: it writes no stage folder), its help line, a worked example (the
 end of its --help; tests/test_cli_help.py parses it), an optional summary printer, whether a recipe may
-contain it, and an optional `tidy(out)` that `xlp run` calls when it skips a finished stage (it removes what a run
-killed after its manifest left behind). References are "module:attr" strings, imported only when used.
+contain it, an optional `tidy(out)` that `xlp run` calls when it skips a finished stage (it removes what a run
+killed after its manifest left behind), and whether `run_staged` stages the object-store URIs of its config
+(docs/storage.md). References are "module:attr" strings, imported only when used.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import dataclasses
 import importlib
 from typing import Any
 
+from xlp_cli.artifacts import uris
 from xlp_cli.core import config as cfgmod
+from xlp_cli.tasks import names as task_names  # (the registry is torch-free: names and "module:attr" strings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +30,13 @@ class Stage:
     summary: str | None = None
     in_recipes: bool = True
     tidy: str | None = None
+    staged: bool = True  # object-store URIs staged around the run function (False: `xlp run`, whose stages are)
+
+
+def _tasks(command: str) -> str:
+    """The tasks of `xlp finetune` or `xlp evaluate`, as their help lists them: "xnli, pos or unmt"."""
+    names = task_names(command)
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 STAGES: dict[str, Stage] = {
@@ -51,11 +61,13 @@ STAGES: dict[str, Stage] = {
                          "xlp vocab-score --data out/ids --out out/vocab --k 100",
                          "xlp_cli.vocab.run:print_summary"),
     "pretrain": Stage(("pretrain",), "xlp_cli.train.config:PretrainConfig", "xlp_cli.train.pretrain:run", "pretrain",
-                      "Pre-train a Transformer encoder with MLM/TLM and a chosen language encoding.",
-                      "xlp pretrain --data out/ids --data out/vocab --out runs/xlp --lang-encoding xlp --preset tiny "
-                      "--max-steps 1500 --warmup 150"),
+                      "Pre-train a Transformer encoder with MLM/TLM and a chosen language encoding (by default "
+                      "the XLP paper's xlm15 run on a GPU, a run of minutes on a CPU: --preset auto).",
+                      "xlp pretrain --data out/ids --out runs/x\n"
+                      "xlp pretrain --data out/ids --data out/vocab --out runs/xlm15 --lang-encoding vle "
+                      "--preset xlm15"),
     "finetune": Stage(("finetune",), "xlp_cli.tasks.common:FINETUNE", "xlp_cli.tasks:finetune", "finetune",
-                      "Fine-tune a pre-trained model on a task (--task: one of the task registry's, listed below).",
+                      "Fine-tune a pre-trained model on a task (--task " + _tasks("finetune") + ").",
                       "xlp finetune --task xnli --data runs/xlp --out ft/xlp --lang en,de,fr,zh --seeds 1,2,3\n"
                       "xlp finetune --task translation --data out/multi30k --out mt/xlp --lang de,en,fr --lang-encoding xlp "
                       "--preset tiny",
@@ -66,7 +78,7 @@ STAGES: dict[str, Stage] = {
                        'echo "Ein Hund rennt durch den Schnee." | xlp translate --model mt/xlp --src-lang de --tgt-lang en',
                        "xlp_cli.tasks.translation.decode:print_summary", in_recipes=False),
     "evaluate": Stage(("evaluate",), "xlp_cli.tasks.common:EVALUATE", "xlp_cli.evaluate.run:run", "evaluate",
-                      "Score runs (--task: one of the task registry's, listed below) and write a report.",
+                      "Score runs (--task " + _tasks("evaluate") + ") and write a report.",
                       "xlp evaluate --task xnli --data ft/additive --data ft/xlp --out out/xnli-report\n"
                       "xlp evaluate --task claims --data ft/additive --data ft/xlp --name additive,xlp --out out/claims",
                       "xlp_cli.evaluate.run:print_summary"),
@@ -76,7 +88,7 @@ STAGES: dict[str, Stage] = {
     "run": Stage(("run",), "xlp_cli.recipes.run:RunConfig", "xlp_cli.recipes.run:run", None,
                  "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",
                  "xlp run pipelines/demo.toml --dry-run\nxlp run pipelines/demo.toml",
-                 "xlp_cli.recipes.report:print_summary", in_recipes=False),
+                 "xlp_cli.recipes.report:print_summary", in_recipes=False, staged=False),
 }
 RECIPE_STAGES = [n for n, s in STAGES.items() if s.in_recipes]
 
@@ -84,6 +96,17 @@ RECIPE_STAGES = [n for n, s in STAGES.items() if s.in_recipes]
 def load(ref: str) -> Any:
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def run_staged(ref: str, cfg: Any) -> Any:
+    """Call the run function `ref` on `cfg`. A config naming object-store URIs (s3://, gs://, hf://) runs on local
+    staging folders: its inputs pulled first, its --out leased, pushed and committed (docs/storage.md)."""
+    fn = load(ref)
+    if not uris.in_config(cfg) or any(s.run == ref and not s.staged for s in STAGES.values()):
+        return fn(cfg)
+    from xlp_cli.artifacts import staging  # (pyarrow.fs: loaded only by a command that names a URI)
+
+    return staging.run(fn, cfg)
 
 
 def build_config(stage: str, values: dict[str, Any], where: str) -> Any:
