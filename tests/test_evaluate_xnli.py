@@ -44,9 +44,11 @@ def test_known_numbers(tmp_path):
     assert b["gap"]["mean"] == pytest.approx(10.0)
     # marks: additive vs the xlp baseline
     vs = b["vs_baseline"]
-    assert vs["en"]["diff"] == pytest.approx(-35.0) and vs["en"]["marked"]          # 35 > 7.07 + 0
-    assert vs["avg"]["diff"] == pytest.approx(-25.0) and vs["avg"]["marked"]
-    assert vs["gap"]["diff"] == pytest.approx(-20.0) and vs["gap"]["marked"]        # 20 > 14.1 + 0
+    # Welch, two-sided: en 80, 90 vs 50, 50: t = 35 / (7.07 / sqrt 2) = 7 on 1 df, p = 0.091: no mark at 0.05
+    assert vs["en"]["diff"] == pytest.approx(-35.0) and not vs["en"]["marked"]
+    assert vs["en"]["p"] == pytest.approx(2 * (0.5 - math.atan(7.0) / math.pi))   # Student t with 1 df = Cauchy
+    assert vs["avg"]["diff"] == pytest.approx(-25.0) and vs["avg"]["marked"]      # 70, 70 vs 45, 45: no spread
+    assert vs["gap"]["diff"] == pytest.approx(-20.0) and not vs["gap"]["marked"]  # t = 2 on 1 df: p = 0.30
     assert not any(v["marked"] for v in a["vs_baseline"].values())                  # never against itself
 
 
@@ -55,7 +57,8 @@ def test_difference_within_spread_is_not_marked():
     r2 = xnli.RunScores("b", acc={"s1": {"en": 52.0}, "s2": {"en": 62.0}})
     r3 = xnli.RunScores("c", acc={"s1": {"en": 90.0}})  # one seed: no spread known, never marked
     s = xnli.score([r1, r2, r3])
-    assert s["runs"]["b"]["vs_baseline"]["en"] == {"diff": pytest.approx(2.0), "marked": False}
+    assert s["runs"]["b"]["vs_baseline"]["en"]["diff"] == pytest.approx(2.0)
+    assert s["runs"]["b"]["vs_baseline"]["en"]["marked"] is False
     assert s["runs"]["c"]["vs_baseline"]["en"]["marked"] is False
     assert xnli.fmt_cell(s["runs"]["a"]["acc"]["en"]) == "55.0 ± 7.1"
     assert xnli.fmt_cell(s["runs"]["c"]["acc"]["en"]) == "90.0"
@@ -69,7 +72,7 @@ def test_report_renders_valid_pngs(tmp_path):
     summary = _eval(tmp_path, name=["A", "B"], baseline="B", title="demo")
     out = tmp_path / "ev"
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert "| A | 85.0 ± 7.1 ▲ | 55.0 ± 7.1 ▲ | 70.0 ± 0.0 ▲ | 30.0 ± 14.1 ▼ |" in md
+    assert "| A | 85.0 ± 7.1 | 55.0 ± 7.1 | 70.0 ± 0.0 ▲ | 30.0 ± 14.1 |" in md  # Welch p < 0.05 only for avg
     assert "| B (baseline) | 50.0 ± 0.0 | 40.0 ± 0.0 | 45.0 ± 0.0 | 10.0 ± 0.0 |" in md
     html = (out / "report.html").read_text(encoding="utf-8")
     uris = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)

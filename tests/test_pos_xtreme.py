@@ -19,6 +19,7 @@ from xlp_cli.evaluate.run import run as evaluate
 from xlp_cli.models.checkpoint import load_model, load_pretrained, read_config
 from xlp_cli.models.heads import TokenClassifier
 from xlp_cli.recipes import run as recipes
+from xlp_cli.reporting.stats import welch_two_sided
 from xlp_cli.tasks import finetune
 from xlp_cli.tasks.conllu import UPOS
 from xlp_cli.tasks.finetuning import Pretrained
@@ -153,11 +154,12 @@ def test_xtreme_report_puts_the_tasks_side_by_side(finetuned, runs, tmp_path):
             assert got["avg"]["n"] == 2 and got["gap"]["seeds"] == pytest.approx(want["runs"][name]["gap"]["seeds"])
         # retrieval ran on the pre-training run upstream of the fine-tuning folders
         assert res["tasks"]["retrieval pud xx->en"]["runs"][name]["folders"] == [str(runs[name].resolve())]
-    # the marking is XNLI's rule: only beyond the seed spread
+    # the marking is XNLI's rule: a two-sided Welch t-test over seeds at 0.05
     for task in ("xnli", "pos"):
         a, b = res["tasks"][task]["runs"]["xlp"], res["tasks"][task]["runs"]["additive"]
         for stat in ("avg", "gap"):
-            beyond = abs(a[stat]["mean"] - b[stat]["mean"]) > a[stat]["std"] + b[stat]["std"]
+            p = welch_two_sided(*((r[stat]["mean"], r[stat]["std"], r[stat]["n"]) for r in (a, b)))
+            beyond = p < 0.05
             assert a["vs_baseline"][stat]["marked"] == beyond
             cell = rows[1][header.index(f"{task.upper()} {stat}")]
             assert ("▲" in cell or "▼" in cell) == beyond

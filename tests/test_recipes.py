@@ -104,7 +104,8 @@ def test_shipped_recipes_parse():
         for nid in recipes.order(nodes):  # every table builds a valid stage config
             recipes.build_config(nodes[nid], nodes, force=False)
         assert {"pretrain.additive", "pretrain.xlp", "finetune.additive", "finetune.xlp", "evaluate.xnli"} <= set(nodes)
-    for name in ("translation_demo.toml", "interlingua_study.toml", "unmt_demo.toml", "unmt_k_sweep.toml"):
+    for name in ("translation_demo.toml", "interlingua_study.toml", "interlingua_tiny.toml", "unmt_demo.toml",
+                 "unmt_k_sweep.toml", "unmt_mass.toml"):
         nodes, _ = recipes.parse(REPO / "pipelines" / name)
         for nid in recipes.order(nodes):
             recipes.build_config(nodes[nid], nodes, force=False)
@@ -114,18 +115,38 @@ def test_shipped_recipes_parse():
                                                                   if p.startswith("pretrain."))
 
 
+def test_the_veco_demo_pairs_plug_in_with_machine_translations_and_labels_the_oracle():
+    nodes, _ = recipes.parse(REPO / "pipelines" / "veco_demo.toml")
+    cfgs = {nid: recipes.build_config(nodes[nid], nodes, force=False) for nid in recipes.order(nodes)}
+    plug_in = {n: c for n, c in cfgs.items() if n.startswith("finetune.") and getattr(c, "veco", "") == "plug-in"}
+    assert sorted(plug_in) == ["finetune.veco-s1-in", "finetune.veco-s1-oracle", "finetune.veco-s2-in",
+                               "finetune.veco-s2-oracle"]
+    translator = cfgs["finetune.mt-plugin"]
+    assert translator.directions == ["de-en", "fr-en"]
+    for n, c in plug_in.items():
+        assert c.plug_in_pairs == ("oracle" if n.endswith("oracle") else "translated")
+        if c.plug_in_pairs == "translated":
+            assert Path(c.plug_in_translator) == Path(translator.out)
+    names = cfgs["evaluate.xnli"].name
+    assert names.count("TLM+CA-MLM (plug-in: oracle pairs)") == 2 and names.count("TLM+CA-MLM (plug-in: MT pairs)") == 2
+    assert all(cfgs[f"pretrain.veco-s{s}"].pair_word_pred == 0.25 for s in (1, 2))  # VECO Table 8's default
+
+
 def test_study_recipes_parse_with_seeds_as_runs_of_one_configuration():
-    for name in ("fidelity_cpu.toml", "fidelity_gpu.toml"):
+    for name, seeds in (("fidelity_cpu.toml", (1, 2, 3)), ("fidelity_gpu.toml", (1, 2, 3, 4, 5)),
+                        ("fidelity_seeds.toml", (1, 2, 3, 4, 5))):
         nodes, _ = recipes.parse(REPO / "pipelines" / name)
         cfgs = {nid: recipes.build_config(nodes[nid], nodes, force=False) for nid in recipes.order(nodes)}
         pre = sorted(n for n in nodes if n.startswith("pretrain."))
-        assert pre == sorted(f"pretrain.{e}-s{s}" for e in ("additive", "xlp", "vle") for s in (1, 2, 3))
-        assert {cfgs[f"pretrain.xlp-s{s}"].seed for s in (1, 2, 3)} == {1, 2, 3}
+        assert pre == sorted(f"pretrain.{e}-s{s}" for e in ("additive", "xlp", "vle") for s in seeds)
+        assert {cfgs[f"pretrain.xlp-s{s}"].seed for s in seeds} == set(seeds)
         assert cfgs["pretrain.vle-s2"].lang_encoding == "vle"
         claims = cfgs["evaluate.claims"]
-        assert claims.name == ["additive"] * 3 + ["xlp"] * 3 + ["vle"] * 3  # seeds of one configuration
-        assert [Path(d).name for d in claims.data] == [n.split(".", 1)[1] for n in sorted(
-            (n for n in nodes if n.startswith("finetune.")), key=list(nodes).index)]
+        # claims reads every pre-training run and every fine-tuning, each named after its pre-training run
+        runs = [n for n in nodes if n.startswith("pretrain.")] + [n for n in nodes if n.startswith("finetune.")]
+        assert [Path(d).name for d in claims.data] == [n.split(".", 1)[1] for n in runs]
+        assert claims.name == [e for e in ("additive", "xlp", "vle") for _ in seeds] * 2
+        assert claims.which == "last"
         assert not any("flores" in str(x) or "ntrex" in str(x) for c in cfgs.values() for x in getattr(c, "inputs", []))
 
 

@@ -7,6 +7,7 @@ pre-training -> XNLI -> translation path."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import mt_fixture
@@ -16,7 +17,7 @@ from pretrain_helpers import real_text, synthetic, write_vocab
 
 from xlp_cli.models.checkpoint import load_pretrained
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
-from xlp_cli.models.veco import Side, plug_out, stack_pair, streams
+from xlp_cli.models.veco import Side, plug_out, stack_pair, streams, swap_halves
 from xlp_cli.train.objectives.veco import pair_losses, split_pair
 
 ENCODINGS = [("none", {}), ("additive", {}), ("attaching", {}), ("xlp", {}),
@@ -78,6 +79,42 @@ def test_s_depends_on_the_paired_sentence_and_h_does_not(enc, opts) -> None:
     assert not torch.allclose(sx1[real], sx2[real])     # s_x attends to h^L_y
     assert not torch.allclose(sx1[real], hx1[real])
     assert not torch.allclose(model.token_states(h1[b:]), model.token_states(h2[b:]))  # y itself changed
+
+
+def _s_by_hand(model: TransformerEncoder, pair: Side, memory_of: str) -> torch.Tensor:
+    """The s stream written out layer by layer: every layer attends to the partner row's states, taken either
+    from the last layer of the h stream (VECO Eq. 7-8: h^L) or from the h stream's input to the same layer."""
+    from xlp_cli.models.encodings import extend_pad_mask
+
+    pad = extend_pad_mask(pair.pad_mask, model.prefix_len)
+    mask = ~pad[:, None, None, :]
+    h = model(pair.ids, pair.langs, pair.positions, pair.pad_mask, upto=0)   # h^0 = s^0: the embeddings
+    s, hs = h, [h]
+    for layer in model.layers:
+        hs.append(layer(hs[-1], mask).masked_fill(pad[..., None], 0.0))
+    h_last = model.ln_final(hs[-1])
+    for l, layer in enumerate(model.layers):
+        mem = swap_halves(h_last if memory_of == "last" else hs[l])
+        s = layer(s, mask, memory=mem, memory_mask=swap_halves(mask)).masked_fill(pad[..., None], 0.0)
+    return model.ln_final(s)
+
+
+@pytest.mark.parametrize("enc,opts", ENCODINGS)
+def test_every_layer_of_s_attends_to_the_partners_last_layer(enc, opts) -> None:
+    model = tiny(enc, opts, True)
+    pair = stack_pair(X, Y1)
+    with torch.no_grad():
+        _, s = streams(model, pair)
+        by_hand, same_layer = _s_by_hand(model, pair, "last"), _s_by_hand(model, pair, "same")
+    real = ~extend_pad(pair, model)
+    assert torch.allclose(s[real], by_hand[real], atol=1e-5)            # memory = h^L of the partner, every layer
+    assert not torch.allclose(s[real], same_layer[real], atol=1e-3)     # and not the partner's same-layer states
+
+
+def extend_pad(pair: Side, model: TransformerEncoder) -> torch.Tensor:
+    from xlp_cli.models.encodings import extend_pad_mask
+
+    return extend_pad_mask(pair.pad_mask, model.prefix_len)
 
 
 @pytest.mark.parametrize("enc,opts", ENCODINGS)
@@ -168,6 +205,37 @@ def test_ca_mlm_resumes_bitwise(cli, ids, tmp_path, objective) -> None:
         assert "loss_tlm" not in train[0] and names <= {"en", "fr"}
 
 
+@pytest.mark.parametrize("objective,flags,rate", [("tlm+ca-mlm", [], 0.25), ("ca-mlm", [], 0.25),
+                                                  ("tlm+ca-mlm", ["--pair-word-pred", "0.4"], 0.4),
+                                                  ("mlm+ca-mlm", [], 0.15)])
+def test_ca_mlm_masks_a_quarter_of_bilingual_tokens(ids, tmp_path, objective, flags, rate) -> None:
+    """VECO Table 8: 25% of bilingual tokens (parallel pairs) are predicted, 15% of monolingual ones (adjacent
+    sentences, and the monolingual validation windows every objective shares)."""
+    from xlp_cli.core.config import from_dict
+    from xlp_cli.train.config import PretrainConfig
+    from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
+    from xlp_cli.train.pretrain import model_config, objective_class
+    from xlp_cli.train.inputs import resolve
+    from xlp_cli.train.runtime import Runtime
+
+    data, _ = ids
+    args = {"data": [str(data)], "out": str(tmp_path / "run"), "objective": objective, "preset": "tiny",
+            "bptt": 32, "batch-size": 4, "accumulate": 1, "num-threads": 1, "eval-batches": 1}
+    args.update(dict(zip(flags[::2], (float(v) for v in flags[1::2]))))
+    cfg = from_dict(PretrainConfig, {k.lstrip("-"): v for k, v in args.items()})
+    inp = resolve(cfg.data, cfg.lang, PRETRAIN_OBJECTIVES[objective].needs, "additive", {}, objective)
+    model = TransformerEncoder(model_config(cfg, len(inp.dictionary), inp.langs))
+    obj = objective_class(objective).create(cfg, inp, model, Runtime.create("cpu", "none", 1))
+    shares = []
+    for step in range(3):
+        for mb, pair, _ in obj.micro_batches(step, 1):
+            real, n_pred = int((~mb.batch.pad_mask).sum()), int(mb.pred.sum())
+            assert n_pred == math.ceil(rate * real), (n_pred, real)   # XLM's masking: exactly ceil(rate * n)
+            shares.append(n_pred / real)
+    assert min(shares) >= rate
+    assert obj.mono_cfg.word_pred == 0.15  # the monolingual validation is masked as MLM/TLM runs are
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("objective", ["tlm+ca-mlm", "ca-mlm"])
 def test_ca_mlm_without_parallel_shards_is_one_line_naming_the_folder(cli, shared_data, tmp_path, objective) -> None:
@@ -212,17 +280,53 @@ XNLI = ["--setting", "translate-train", "--lang", "de", "--max-eval-rows", "24",
         "--warmup", "2", "--batch-size", "8", "--threads", "1"]
 
 
+def _logits_with_partner(ckpt_dir: Path, test: Path, lang: str, shuffle: bool) -> torch.Tensor:
+    """Logits of a plug-in classifier on its cached test set, y as paired (or y of another example)."""
+    from xlp_cli.models.checkpoint import load_model
+    from xlp_cli.tasks.xnli import data as xd
+
+    model = load_model(ckpt_dir).eval()
+    x = xd.load_encoded(next(test.glob(f"test.{lang}.*.parquet")))
+    y = xd.load_encoded(next(test.glob(f"test*pair-of-{lang}.*.parquet")))
+    rows = list(range(len(x)))
+    ids, mask = xd.collate([x.ids[r] for r in rows])
+    partner = rows[1:] + rows[:1] if shuffle else rows
+    pids, pmask = xd.collate([y.ids[r] for r in partner])
+    with torch.no_grad():
+        return model(ids, torch.zeros(len(rows), dtype=torch.long), mask, pids, torch.ones(len(rows), dtype=torch.long),
+                     pmask)
+
+
+@pytest.fixture(scope="module")
+def translator(veco_run, tmp_path_factory) -> Path:
+    """A tiny de<->en translation run on the same Multi30k slice: the plug-in's machine translator."""
+    from conftest import run_cli
+
+    data, _ = veco_run
+    mt = tmp_path_factory.mktemp("translator") / "mt"
+    r = run_cli("finetune", "--task", "translation", "--data", data, "--out", mt, "--lang-encoding", "additive",
+                "--preset", "tiny", "--max-steps", "2", "--max-tokens", "400", "--valid-every", "2",
+                "--max-eval-sentences", "3", "--beam", "1", "--threads", "1")
+    assert r.exit_code == 0, r.stderr
+    return mt
+
+
 @pytest.mark.integration
 def test_xnli_plug_in_and_plug_out_on_a_veco_run(cli, veco_run, tmp_path) -> None:
     _, run = veco_run
-    r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "in", "--veco", "plug-in", *XNLI, "--json")
+    r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "in", "--veco", "plug-in",
+            "--plug-in-pairs", "oracle", *XNLI, "--json")
     assert r.exit_code == 0, r.stderr
     summary = json.loads(r.stdout)
-    assert summary["veco"] == "plug-in" and "plug-in pairs: en" in summary["groups"]["de"]["source"]
+    assert summary["veco"] == "plug-in" and "plug-in pairs: en, oracle pairs" in summary["groups"]["de"]["source"]
     best = next((tmp_path / "in" / "runs" / "de").glob("*/checkpoints/best"))
     assert json.loads((best / "model.json").read_text())["kind"] == "veco-classifier"
     preds = (tmp_path / "in" / "predictions" / "seed1" / "test.de.jsonl").read_text().splitlines()
     assert len(preds) == 24 and {json.loads(p)["gold"] for p in preds} <= {"entailment", "neutral", "contradiction"}
+    # the prediction for x depends on its partner y: the same x beside another example's y gives other logits
+    paired = _logits_with_partner(best, tmp_path / "in" / "encoded", "de", shuffle=False)
+    moved = _logits_with_partner(best, tmp_path / "in" / "encoded", "de", shuffle=True)
+    assert paired.shape == (24, 3) and (paired - moved).abs().max() > 1e-4
     r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "out", *XNLI, "--json")  # plug-out
     assert r.exit_code == 0, r.stderr
     best = next((tmp_path / "out" / "runs" / "de").glob("*/checkpoints/best"))
@@ -235,21 +339,51 @@ def test_xnli_plug_in_and_plug_out_on_a_veco_run(cli, veco_run, tmp_path) -> Non
 
 
 @pytest.mark.integration
+def test_plug_in_pairs_are_machine_translations_by_default(cli, veco_run, translator, tmp_path, shared_data) -> None:
+    from xlp_cli.tasks.xnli import data as xd
+    from xlp_cli.tasks.xnli.pairs import Translator
+
+    _, run = veco_run
+    r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "in", "--veco", "plug-in",
+            "--plug-in-translator", translator, *XNLI, "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert "machine-translated by" in summary["groups"]["de"]["source"]
+    # y of every test example is the translator's greedy output for x, not the human English item
+    lines = [json.loads(l) for l in (tmp_path / "in" / "plug_in_pairs" / "test.de-en.jsonl").read_text().splitlines()]
+    header, mt = lines[0], lines[1:]
+    test, _ = xd.read_tsv(shared_data / "xnli" / "xnli.test.tsv", langs={"de", "en"}, max_rows_per_lang=24)
+    assert len(mt) == 24 and header["translator"].endswith("seed-1")
+    again = Translator(translator, torch.device("cpu"))([e.hypothesis for e in test["de"][:5]], "de", "en")
+    assert [m["hypothesis"] for m in mt[:5]] == again
+    human = {e.key: e.hypothesis for e in test["en"]}
+    assert sum(m["hypothesis"] != human[e.key] for m, e in zip(mt, test["de"])) >= 20
+    best = next((tmp_path / "in" / "runs" / "de").glob("*/checkpoints/best"))
+    y = xd.load_encoded(next((tmp_path / "in" / "encoded").glob("test-mt-pair-of-de.*.parquet")))
+    assert len(y) == 24 and json.loads((best / "model.json").read_text())["kind"] == "veco-classifier"
+
+
+@pytest.mark.integration
 def test_plug_in_refusals_are_one_line(cli, veco_run, tmp_path) -> None:
     _, run = veco_run
-    r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "x", "--veco", "plug-in")
+    r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "x", "--veco", "plug-in",
+            "--plug-in-pairs", "oracle")
     err = r.stderr.strip()
     assert r.exit_code == 2 and len(err.splitlines()) == 1 and "footnote 4" in err and "zero-shot" in err, err
+    r = cli("finetune", "--task", "xnli", "--data", run, "--out", tmp_path / "x", "--veco", "plug-in", *XNLI)
+    err = r.stderr.strip()
+    assert r.exit_code == 2 and len(err.splitlines()) == 1 and "--plug-in-translator" in err, err
     plain = run.parent / "pt_plain"
     assert cli("pretrain", "--data", veco_run[0], "--out", plain, "--objective", "tlm", "--lang-encoding", "additive",
                *TINY, "--max-steps", "1", "--eval-every", "1").exit_code == 0
-    r = cli("finetune", "--task", "xnli", "--data", plain, "--out", tmp_path / "y", "--veco", "plug-in", *XNLI)
+    r = cli("finetune", "--task", "xnli", "--data", plain, "--out", tmp_path / "y", "--veco", "plug-in",
+            "--plug-in-pairs", "oracle", *XNLI)
     err = r.stderr.strip()
     assert r.exit_code == 2 and len(err.splitlines()) == 1 and "needs a VECO pre-training run" in err, err
 
 
 @pytest.mark.integration
-def test_retrieval_and_pos_read_a_veco_run_plugged_out(cli, veco_run, tmp_path) -> None:
+def test_retrieval_and_pos_read_a_veco_run_plugged_out(cli, veco_run, tmp_path, shared_data) -> None:
     """XTREME-style tasks (docs/evaluate.md) on a VECO run: retrieval reads its encoder with the cross-attention
     unplugged (the vectors of `plug_out`), POS tagging fine-tunes the plugged-out encoder (kind tagger)."""
     from xlp_cli.tasks.retrieval.encode import load_encoder, sentence_vectors
@@ -265,9 +399,21 @@ def test_retrieval_and_pos_read_a_veco_run_plugged_out(cli, veco_run, tmp_path) 
             "--max-sentences", "40", "--threads", "1", "--json")
     assert r.exit_code == 0, r.stderr
     tables = json.loads((tmp_path / "ret" / "results.json").read_text())["tables"]
-    for name in ("tatoeba xx->en", "pud en->xx"):
+    # each accuracy recomputed here: the plugged-out encoder's vectors, cosine nearest neighbour with numpy
+    import numpy as np
+
+    from xlp_cli.tasks.retrieval import data as rd
+
+    pairs = {"tatoeba": rd.tatoeba(shared_data / "tatoeba_laser", "de", 40),
+             "pud": rd.pud(shared_data / "ud_treebanks", "de", 40)}
+    for name, queries, cands in (("tatoeba xx->en", "xx", "en"), ("pud en->xx", "en", "xx")):
+        p = pairs[name.split()[0]]
+        q = sentence_vectors(enc, getattr(p, queries), "de" if queries == "xx" else "en", enc.layer(-1))
+        c = sentence_vectors(enc, getattr(p, cands), "de" if cands == "xx" else "en", enc.layer(-1))
+        q, c = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in (q, c))
+        want = 100.0 * float(np.mean((q @ c.T).argmax(1) == np.arange(len(q))))
         acc = next(iter(tables[name]["runs"].values()))["acc"]["de"]["mean"]
-        assert 0.0 <= acc <= 100.0
+        assert acc == pytest.approx(want, abs=1e-6), name
     r = cli("finetune", "--task", "pos", "--data", run, "--out", tmp_path / "pos", "--lang", "de", "--epochs", "1",
             "--max-train-sentences", "64", "--max-eval-sentences", "16", "--lr", "1e-3", "--batch-size", "16",
             "--warmup", "0", "--threads", "1", "--json")

@@ -70,9 +70,10 @@ TASKS: dict[str, TaskSpec] = {
         evaluate=("xlp_cli.tasks.evaluate_configs:AnalysisConfig", "xlp_cli.tasks.analysis:run"),
         evaluate_reads=("pretrain",)),
     "claims": TaskSpec(
-        "the XLP/VLE papers' claims tested over seeds (paired t-test) on XNLI fine-tunings of pre-training runs",
+        "the XLP/VLE papers' claims tested over seeds (paired t-test, Holm, power) on pre-training runs and their "
+        "XNLI / POS fine-tunings",
         evaluate=("xlp_cli.tasks.evaluate_configs:ClaimsConfig", "xlp_cli.tasks.claims:run"),
-        evaluate_summary="xlp_cli.tasks.claims:print_summary"),
+        evaluate_summary="xlp_cli.tasks.claims:print_summary", evaluate_reads=("finetune", "pretrain")),
 }
 
 

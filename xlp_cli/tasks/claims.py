@@ -1,26 +1,52 @@
 """`xlp evaluate --task claims`: does a set of runs show the effects the XLP and VLE papers claim?
 
-Input: XNLI fine-tuning folders (`--data`, one per pre-training run); runs sharing a `--name` (default: the
-encoding) are seeds of one configuration. Each folder leads (manifest `upstream`) to its pre-training run, whose
-`seed` pairs it with the runs of the other configurations. For every run this task measures
-    valid_loss   mean validation MLM loss over languages at the last evaluation step all runs reached (Fig. 3a)
-    xnli_avg     XNLI test accuracy averaged over languages (XLP Table 1)
-    xnli_gap     English minus the mean of the other languages (XLP Table 3)
-    dict_cos     mean cosine of Wiktionary test-dictionary pairs, raw embeddings (VLE Table 2)
-    lang_sim     mean off-diagonal cosine of a word encoded in every language (XLP Fig. 4: lower = more diverse)
-    topic_sep    within-topic minus across-topic cosine of topic words (XLP Fig. 5: higher = better grouped)
-and tests each claim with a one-sided paired t-test over seeds (pairs: equal pre-training seed):
-    "reproduced in direction"        mean difference in the claimed direction, p < alpha
-    "not reproduced"                 mean difference against the claim, p < alpha in that direction
-    "inconclusive at this scale"     anything else (too few seeds, spread larger than the difference)
+Input (`--data`, repeatable): `xlp pretrain` runs, and XNLI or POS fine-tunings of them (`xlp finetune --task xnli |
+pos`; a fine-tuning leads to its pre-training run through its manifest's `upstream`). Everything that leads to one
+pre-training run is one run; runs sharing a `--name` (default: the language encoding) are seeds of one
+configuration, and the pre-training `seed` pairs a run with the runs of the other configurations. Per run, this
+task measures (each only where its input is given):
+    valid_loss   validation MLM loss (mean over languages, as `xlp pretrain` logs it) at the last evaluation step
+                 that every run reached: with equal --max-steps, the evaluation of the last checkpoint (XLP Fig. 3a)
+    xnli_avg     XNLI test accuracy (%) averaged over the test languages, English included (XLP Table 1), of the
+                 first fine-tuning seed of the XNLI folder
+    xnli_gap     English minus the mean of the other languages, same predictions (XLP Table 3)
+    pos_avg      zero-shot POS word accuracy (%) averaged over the test languages, English included, of the first
+                 fine-tuning seed of the POS folder (`tasks/pos/scores.py`)
+    tatoeba      Tatoeba retrieval accuracy (%), mean over the run's languages with Tatoeba pairs and both directions
+    pud          the same on the 1,000 parallel UD PUD sentences (`tasks/retrieval`: mean-pooled middle layer; on a
+                 GPU when there is one)
+    dict_cos     mean over the non-English languages of the mean cosine between the raw word embeddings of each
+                 Wiktionary xx-en.<--dict-split> pair (the first --max-pairs pairs; a word is the mean of its
+                 subwords' rows; pairs with an <unk> subword are left out) (VLE Table 2, VLE 4.6)
+    lang_sim     for each of the --words (default 4 English words), its subword embedding rows after each
+                 language's encoding (no positions, no Transformer layer: `reporting/embeddings.encoded_rows`),
+                 averaged per language; the mean off-diagonal cosine of that language x language matrix, then the
+                 mean over the words (XLP Fig. 4: lower = one word is encoded more differently per language)
+    topic_sep    within-topic minus across-topic cosine of the --topic-words (groups of three, encoded as English)
+                 (XLP Fig. 5: higher = better grouped)
+Every pre-training checkpoint is read as `--which` says (default `last`: VLE 4.6 reads the model at the end of
+pre-training, and the valid loss is read at the last evaluation too).
+
+The test of a claim (`reporting/stats.py`): a one-sided paired t-test over the seeds both configurations have,
+p in the claimed direction and p against it; Holm's correction over each paper's family of claims (the claims of
+one paper that were measured: the `family` column), separately for the two directions; then
+    "reproduced in direction"        Holm-adjusted p (claimed direction) < alpha
+    "not reproduced"                 Holm-adjusted p (against the claim) < alpha
+    "inconclusive at this scale"     anything else (fewer than 2 seeds, spread larger than the difference)
+and a power line: the smallest true mean difference that a one-sided paired t-test of that many seeds, with the
+observed standard deviation of the differences, detects with probability 0.8 at level alpha (uncorrected) and at
+alpha / m (Holm's first step for a family of m claims). An inconclusive claim thus says which effect it makes
+unlikely: a true difference of that size or more would have been detected 4 times in 5.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -30,103 +56,166 @@ from xlp_cli.artifacts.manifest import read_manifest
 from xlp_cli.artifacts.shards import MANIFEST
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
+from xlp_cli.reporting import stats
 from xlp_cli.reporting.embeddings import load_run
 from xlp_cli.reporting.figures import pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
 from xlp_cli.tasks.analysis import fig4, fig5
 from xlp_cli.tasks.evaluate_configs import ClaimsConfig  # noqa: F401 (the config: its home is evaluate_configs.py)
 from xlp_cli.tasks.lexicon import read_dictionary, score_pairs
+from xlp_cli.tasks.pos.scores import accuracy_of_file as pos_accuracy
+from xlp_cli.tasks.retrieval import scores as retrieval
+from xlp_cli.tasks.retrieval.encode import load_encoder
 from xlp_cli.tasks.xnli import scores as xnli
 from xlp_cli.tasks.xnli.report import read_valid_curve
+from xlp_cli.train.runtime import pick_device
 
-# (claim, paper, metric, configuration, baseline, +1: the configuration's value is claimed higher / -1 lower)
+POWER = 0.8
+# (family, claim, paper, metric, configuration, baseline, +1: the configuration's value is claimed higher / -1 lower)
 CLAIMS = [
-    ("XLP lowers the validation MLM loss", "XLP Fig. 3a", "valid_loss", "xlp", "additive", -1),
-    ("XLP improves XNLI transfer accuracy", "XLP Table 1", "xnli_avg", "xlp", "additive", +1),
-    ("XLP narrows the cross-lingual transfer gap", "XLP Table 3", "xnli_gap", "xlp", "additive", -1),
-    ("XLP encodes one word differently per language", "XLP Fig. 4", "lang_sim", "xlp", "additive", -1),
-    ("XLP groups topic words better", "XLP Fig. 5", "topic_sep", "xlp", "additive", +1),
-    ("VLE aligns dictionary pairs better", "VLE Table 2", "dict_cos", "vle", "additive", +1),
-    ("VLE improves XNLI transfer accuracy", "VLE (XNLI, not in the paper's tables)", "xnli_avg", "vle", "additive", +1),
+    ("XLP", "XLP lowers the validation MLM loss", "XLP Fig. 3a", "valid_loss", "xlp", "additive", -1),
+    ("XLP", "XLP improves XNLI transfer accuracy", "XLP Table 1", "xnli_avg", "xlp", "additive", +1),
+    ("XLP", "XLP narrows the cross-lingual transfer gap", "XLP Table 3", "xnli_gap", "xlp", "additive", -1),
+    ("XLP", "XLP encodes one word differently per language", "XLP Fig. 4", "lang_sim", "xlp", "additive", -1),
+    ("XLP", "XLP groups topic words better", "XLP Fig. 5", "topic_sep", "xlp", "additive", +1),
+    ("XLP", "XLP improves zero-shot POS transfer", "XLP (transfer; POS is not in the paper)", "pos_avg", "xlp",
+     "additive", +1),
+    ("XLP", "XLP aligns translations better (Tatoeba retrieval)", "XLP (alignment; retrieval is not in the paper)",
+     "tatoeba", "xlp", "additive", +1),
+    ("XLP", "XLP aligns translations better (PUD retrieval)", "XLP (alignment; retrieval is not in the paper)",
+     "pud", "xlp", "additive", +1),
+    ("VLE", "VLE aligns dictionary pairs better", "VLE Table 2", "dict_cos", "vle", "additive", +1),
+    ("VLE", "VLE improves XNLI transfer accuracy", "VLE (XNLI, not in the paper's tables)", "xnli_avg", "vle",
+     "additive", +1),
+    ("VLE", "VLE improves zero-shot POS transfer", "VLE (transfer; POS is not in the paper)", "pos_avg", "vle",
+     "additive", +1),
+    ("VLE", "VLE aligns translations better (Tatoeba retrieval)", "VLE (alignment; retrieval is not in the paper)",
+     "tatoeba", "vle", "additive", +1),
+    ("VLE", "VLE aligns translations better (PUD retrieval)", "VLE (alignment; retrieval is not in the paper)",
+     "pud", "vle", "additive", +1),
 ]
 
 
-# ---------------------------------------------------------------- statistics
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((qam + 2 * m) * (a + 2 * m)), -(a + m) * (qab + m) * x / ((a + 2 * m) * (qap + 2 * m))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def t_sf(t: float, df: int) -> float:
-    """P(T > t) for Student's t with df degrees of freedom (via the regularised incomplete beta function)."""
-    if t == 0:
-        return 0.5
-    x = df / (df + t * t)
-    a, b = df / 2.0, 0.5
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    ibeta = front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) else 1.0 - front * _betacf(b, a, 1 - x) / b
-    return ibeta / 2.0 if t > 0 else 1.0 - ibeta / 2.0
-
-
-def paired_test(diffs: list[float], sign: int, alpha: float) -> dict[str, Any]:
-    """One-sided paired t-test of `sign * diffs > 0`, and the verdict."""
-    d = np.asarray(diffs, dtype=float) * sign
-    n = len(d)
-    out: dict[str, Any] = {"n": n, "mean_diff": float(np.mean(diffs)) if n else math.nan}
-    if n < 2 or float(np.std(d, ddof=1)) == 0.0:
-        out.update(t=math.nan, p=math.nan, verdict="inconclusive at this scale")
-        return out
-    t = float(d.mean() / (d.std(ddof=1) / math.sqrt(n)))
-    p_for, p_against = t_sf(t, n - 1), t_sf(-t, n - 1)
-    verdict = ("reproduced in direction" if p_for < alpha else "not reproduced" if p_against < alpha
-               else "inconclusive at this scale")
-    out.update(t=t, p=p_for, verdict=verdict)
-    return out
+def judge(claims: list[dict[str, Any]], alpha: float) -> None:
+    """Holm over each family, both directions; the verdict and the power line of every claim (in place)."""
+    for family in dict.fromkeys(c["family"] for c in claims):
+        members = [c for c in claims if c["family"] == family]
+        m = sum(not math.isnan(c["p"]) for c in members)
+        for c, p_for, p_against in zip(members, stats.holm([c["p"] for c in members]),
+                                       stats.holm([c["p_against"] for c in members])):
+            c.update(p_holm=p_for, p_against_holm=p_against, family_size=m,
+                     verdict=stats.verdict(p_for, p_against, alpha),
+                     mde=stats.mde(c["sd_diff"], c["n"], alpha, POWER),
+                     mde_holm=stats.mde(c["sd_diff"], c["n"], alpha / max(m, 1), POWER))
 
 
 # ---------------------------------------------------------------- measuring one run
-def _valid_losses(run: Path) -> dict[int, float]:
-    return dict(read_valid_curve(run))
+def _first_seed_accuracy(folder: Path, task: str) -> dict[str, float]:
+    """Accuracy per language of the first fine-tuning seed of an XNLI or POS folder (test split)."""
+    reader = pos_accuracy if task == "pos" else xnli.accuracy_of_file
+    acc, _, _ = xnli.read_finetune_folder(folder, "test", task, reader)
+    return acc[sorted(acc)[0]]
 
 
-def measure(cfg: ClaimsConfig, ft: Path, pre: Path, dict_dir: Path, out: Path, label: str) -> dict[str, Any]:
-    acc, _, _ = xnli.read_finetune_folder(ft, "test")
-    per_lang = next(iter(acc.values()))  # one fine-tuning seed per pre-training run in a study
+def measure_finetune(m: dict[str, Any], task: str, folder: Path) -> None:
+    per_lang = _first_seed_accuracy(folder, task)
+    m[f"{task}_avg"] = float(np.mean(list(per_lang.values())))
+    m[task] = per_lang
     others = [v for l, v in per_lang.items() if l != "en"]
-    m: dict[str, Any] = {"xnli_avg": float(np.mean(list(per_lang.values()))), "xnli": per_lang}
-    if "en" in per_lang and others:
+    if task == "xnli" and "en" in per_lang and others:
         m["xnli_gap"] = per_lang["en"] - float(np.mean(others))
 
+
+def measure_pretrain(cfg: ClaimsConfig, m: dict[str, Any], pre: Path, dict_dir: Path, out: Path, label: str) -> None:
     loaded = load_run(pre, label, cfg.which)
-    cos = []
+    cos = {}
     for lang in [l for l in loaded.langs if l != "en"]:
         path = dict_dir / f"{lang}-en.{cfg.dict_split}"
         if path.is_file():
             r = score_pairs(loaded, lang, read_dictionary(path, cfg.max_pairs).pairs, "raw")
             if not math.isnan(r["mean_cos"]):
-                cos.append(r["mean_cos"])
+                cos[lang] = r["mean_cos"]
     if cos:
-        m["dict_cos"] = float(np.mean(cos))
+        m["dict_cos"] = float(np.mean(list(cos.values())))
+        m["dict_cos_langs"] = cos
     f4 = fig4(loaded, cfg.words, out)
     if "mean_offdiag" in f4:
         m["lang_sim"] = f4["mean_offdiag"]
+        m["lang_sim_words"] = {w: v["mean_offdiag"] for w, v in f4["words"].items()}
     f5 = fig5(loaded, cfg.topic_words, out)
     if "within_topic" in f5:
         m["topic_sep"] = f5["within_topic"] - f5["across_topic"]
-    return m
+    if cfg.retrieval_sets:
+        opts = SimpleNamespace(layer=-1, sets=cfg.retrieval_sets, tatoeba_dir=None, ud_dir=None,
+                               max_sentences=cfg.max_sentences, batch_size=64)
+        found = retrieval.measure(load_encoder(pre, cfg.which), opts, [], pick_device("auto"))
+        for which, per in found["sets"].items():
+            if per:
+                m[which] = float(np.mean([v[d] for v in per.values() for d in retrieval.DIRECTIONS]))
+                m[f"{which}_langs"] = per
+
+
+def _pretrain_of(folder: Path) -> tuple[Path, str | None, dict[str, Any]]:
+    """(the pre-training run, the fine-tuning task or None, the folder's manifest) of one --data folder."""
+    manifest = read_manifest(folder)
+    if manifest.get("stage") == "pretrain":
+        return folder, None, manifest
+    if manifest.get("stage") != "finetune":
+        raise BadInput("not an `xlp pretrain` run or an XNLI / POS fine-tuning of one", path=folder)
+    task = manifest.get("config", {}).get("task", "xnli")
+    if task not in ("xnli", "pos"):
+        raise BadInput(f"claims reads XNLI and POS fine-tunings, not {task!r}", path=folder)
+    pre = next((Path(u["path"]) for u in manifest.get("upstream", []) if isinstance(u, dict)
+                and u.get("stage") == "pretrain"), None)
+    if pre is None:
+        raise BadInput(f"not a {task} fine-tuning of an `xlp pretrain` run (no pretrain upstream)", path=folder)
+    return pre, task, manifest
+
+
+def gather(cfg: ClaimsConfig) -> dict[Path, dict[str, Any]]:
+    """{pre-training run: {"name", "seed", "config", "finetune": {task: (folder, config)}}} from --data."""
+    found: dict[Path, dict[str, Any]] = {}
+    for i, folder in enumerate(map(Path, cfg.data)):
+        pre, task, manifest = _pretrain_of(folder)
+        pm = manifest if task is None else read_manifest(pre, stage="pretrain")
+        name = cfg.name[i] if cfg.name else xnli.default_name(pm, pre)
+        seed = pm["config"].get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise BadInput(f"the pre-training config's seed is {seed!r}, not an integer", path=pre / MANIFEST)
+        key = pre.resolve()
+        run = found.setdefault(key, {"folder": pre, "name": name, "seed": seed, "config": pm["config"], "finetune": {}})
+        if run["name"] != name:
+            raise BadInput(f"one pre-training run is named both {run['name']!r} and {name!r}", path=folder)
+        if task is not None:
+            if task in run["finetune"]:
+                raise BadInput(f"two {task} fine-tunings of one pre-training run; give one per run", path=folder)
+            run["finetune"][task] = (folder, manifest.get("config"))
+    seen: dict[tuple[str, int], Path] = {}
+    for key, r in found.items():
+        if (r["name"], r["seed"]) in seen:
+            raise BadInput(f"two runs of {r['name']!r} have pre-training seed {r['seed']}; give each its own seed",
+                           path=r["folder"])
+        seen[(r["name"], r["seed"])] = key
+    return found
+
+
+def compare(runs: dict[str, dict[int, dict[str, Any]]], alpha: float) -> list[dict[str, Any]]:
+    """Every claim whose two configurations were measured on its metric, tested and judged."""
+    claims = []
+    for family, text, paper, metric, a, b, sign in CLAIMS:
+        if a not in runs or b not in runs:
+            continue
+        seeds = sorted(s for s in set(runs[a]) & set(runs[b]) if metric in runs[a][s] and metric in runs[b][s])
+        if not seeds:
+            continue
+        diffs = [runs[a][s][metric] - runs[b][s][metric] for s in seeds]
+        claims.append({"family": family, "claim": text, "paper": paper, "metric": metric, "run": a, "baseline": b,
+                       "seeds": seeds, "claimed": "higher" if sign > 0 else "lower",
+                       "run_values": [runs[a][s][metric] for s in seeds],
+                       "baseline_values": [runs[b][s][metric] for s in seeds], "diffs": diffs,
+                       **stats.paired_test(diffs, sign)})
+    judge(claims, alpha)
+    return claims
 
 
 def run(cfg: ClaimsConfig) -> dict[str, Any]:
@@ -136,50 +225,42 @@ def run(cfg: ClaimsConfig) -> dict[str, Any]:
     runs: dict[str, dict[int, dict[str, Any]]] = {}
     info: dict[str, dict[str, Any]] = {}
     curves: dict[tuple[str, int], dict[int, float]] = {}
-    for i, ft in enumerate(cfg.data):
-        ft = Path(ft)
-        manifest = read_manifest(ft, stage="finetune")
-        pre = next((Path(u["path"]) for u in manifest.get("upstream", []) if isinstance(u, dict)
-                    and u.get("stage") == "pretrain"), None)
-        if pre is None:
-            raise BadInput("not an XNLI fine-tuning of an `xlp pretrain` run (no pretrain upstream)", path=ft)
-        pm = read_manifest(pre, stage="pretrain")
-        name = cfg.name[i] if cfg.name else xnli.default_name(manifest, ft)
-        seed = pm["config"].get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise BadInput(f"the pre-training config's seed is {seed!r}, not an integer", path=pre / MANIFEST)
-        if seed in runs.get(name, {}):
-            raise BadInput(f"two runs of {name!r} have pre-training seed {seed}; give each its own seed", path=ft)
+    for r in gather(cfg).values():
+        name, seed, pre = r["name"], r["seed"], r["folder"]
         ui.info(f"claims: measuring {name} seed {seed} ({pre})")
-        runs.setdefault(name, {})[seed] = measure(cfg, ft, pre, dict_dir, out, f"{name}-s{seed}")
-        curves[(name, seed)] = _valid_losses(pre)
-        info.setdefault(name, {"pretrain": pm["config"], "finetune": manifest.get("config"), "folders": []})
-        info[name]["folders"].append(str(ft))
+        m: dict[str, Any] = {"pretrain": str(pre)}
+        for task, (folder, _) in sorted(r["finetune"].items()):
+            measure_finetune(m, task, folder)
+            m[f"{task}_folder"] = str(folder)
+        measure_pretrain(cfg, m, pre, dict_dir, out, f"{name}-s{seed}")
+        runs.setdefault(name, {})[seed] = m
+        curves[(name, seed)] = dict(read_valid_curve(pre))
+        i = info.setdefault(name, {"pretrain": r["config"], "finetune": {}, "folders": []})
+        i["finetune"].update({t: c for t, (_, c) in r["finetune"].items() if t not in i["finetune"]})
+        i["folders"].append(str(pre))
     common = set.intersection(*(set(c) for c in curves.values())) if curves else set()
     step = max(common) if common else None
     for (name, seed), c in curves.items():
         if step is not None:
             runs[name][seed]["valid_loss"] = c[step]
-    claims = []
-    for text, paper, metric, a, b, sign in CLAIMS:
-        if a not in runs or b not in runs:
-            continue
-        seeds = sorted(s for s in set(runs[a]) & set(runs[b]) if metric in runs[a][s] and metric in runs[b][s])
-        diffs = [runs[a][s][metric] - runs[b][s][metric] for s in seeds]
-        test = paired_test(diffs, sign, cfg.alpha)
-        claims.append({"claim": text, "paper": paper, "metric": metric, "run": a, "baseline": b, "seeds": seeds,
-                       "claimed": "higher" if sign > 0 else "lower",
-                       "run_values": [runs[a][s][metric] for s in seeds],
-                       "baseline_values": [runs[b][s][metric] for s in seeds], **test})
-    results = {"task": "claims", "runs": {n: {str(s): v for s, v in r.items()} for n, r in runs.items()},
-               "claims": claims, "valid_loss_step": step, "alpha": cfg.alpha, "config": info,
-               "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                           "cpus": __import__("os").cpu_count()}}
-    plots = [_plot(curves, out / "claims_valid_loss.png")]
+    claims = compare(runs, cfg.alpha)
+    results = {"task": "claims", "runs": {n: {str(s): v for s, v in sorted(r.items())} for n, r in runs.items()},
+               "claims": claims, "valid_loss_step": step, "alpha": cfg.alpha, "power": POWER,
+               "which_checkpoint": cfg.which, "config": info,
+               "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()}}
+    plots = [_plot(curves, out / "claims_valid_loss.png")] if step is not None else []
     write_json_atomic(out / "results.json", results)
     _write_report(cfg, out, results, plots)
     return {"task": "claims", "out": str(out), "claims": claims, "results": str(out / "results.json"),
             "report_md": str(out / "report.md"), "report_html": str(out / "report.html"), "plots": [str(p) for p in plots]}
+
+
+def _g(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.4g}"
+
+
+def _p(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.3f}"
 
 
 def _fmt(values: list[float]) -> str:
@@ -187,6 +268,20 @@ def _fmt(values: list[float]) -> str:
         return "-"
     m, s = xnli.mean_std(list(values))
     return f"{m:.4g} ± {s:.2g}" if len(values) > 1 else f"{m:.4g}"
+
+
+def power_line(c: dict[str, Any]) -> str:
+    """One sentence: what this claim's seeds could detect, and what the result rules out."""
+    if math.isnan(c["mde"]):
+        return f"{c['claim']}: {c['n']} seed(s) with no spread of the differences: no power statement possible."
+    unit = f" ({c['metric']})"
+    head = (f"{c['claim']}: with {c['n']} seeds and sd(Δ) = {_g(c['sd_diff'])}, a true mean difference of "
+            f"{_g(c['mde'])}{unit} in the claimed direction is detected with probability {POWER} at alpha "
+            f"(one-sided, uncorrected), {_g(c['mde_holm'])} at alpha/{c['family_size']} (Holm's first step)")
+    if c["verdict"] == stats.INCONCLUSIVE:
+        return head + (f"; observed {c['mean_diff']:+.4g}, inconclusive: a true effect of {_g(c['mde_holm'])} or "
+                       "more in the claimed direction is ruled out at power 0.8 (it would have been detected).")
+    return head + f"; observed {c['mean_diff']:+.4g}."
 
 
 def _plot(curves: dict[tuple[str, int], dict[int, float]], path: Path) -> Path:
@@ -202,21 +297,42 @@ def _plot(curves: dict[tuple[str, int], dict[int, float]], path: Path) -> Path:
     return save_png(fig, path)
 
 
+def claims_table(claims: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = ["family", "claim", "paper", "metric", "run", "baseline", "claimed", "seeds", "mean Δ", "sd Δ", "p",
+              "p Holm", "p against (Holm)", "MDE (α / Holm)", "verdict"]
+    rows = [[c["family"], c["claim"], c["paper"], c["metric"], _fmt(c["run_values"]), _fmt(c["baseline_values"]),
+             c["claimed"], ",".join(map(str, c["seeds"])), f"{c['mean_diff']:+.4g}", _g(c["sd_diff"]), _p(c["p"]),
+             _p(c["p_holm"]), _p(c["p_against_holm"]), f"{_g(c['mde'])} / {_g(c['mde_holm'])}", c["verdict"]]
+            for c in claims]
+    return header, rows
+
+
+def intro_text(cfg: ClaimsConfig, results: dict[str, Any]) -> str:
+    families = {c["family"]: c["family_size"] for c in results["claims"]}
+    fam = ", ".join(f"{f}: {m} claims" for f, m in families.items())
+    return (f"One-sided paired t-test over pre-training seeds, alpha {cfg.alpha}; p is the raw p in the claimed "
+            f"direction, p Holm its Holm-adjusted value within the paper's family ({fam}), p against (Holm) the "
+            f"adjusted p of the opposite direction. Verdict: reproduced in direction when p Holm < alpha, not "
+            f"reproduced when p against (Holm) < alpha, else inconclusive. MDE: the smallest true mean difference "
+            f"detected with probability {POWER} at alpha (uncorrected) / at alpha/m (Holm's first step), from the "
+            f"seed count and the observed sd of the differences. Checkpoint read: `{results['which_checkpoint']}`; "
+            f"validation loss at step {results['valid_loss_step']}, the last evaluation every run reached. "
+            f"Cells: mean ± std over seeds; per-seed values in results.json.")
+
+
 def _write_report(cfg: ClaimsConfig, out: Path, results: dict[str, Any], plots: list[Path]) -> None:
-    header = ["claim", "paper", "metric", "run", "baseline", "claimed", "seeds", "mean Δ", "p", "verdict"]
-    rows = [[c["claim"], c["paper"], c["metric"], _fmt(c["run_values"]), _fmt(c["baseline_values"]), c["claimed"],
-             ",".join(map(str, c["seeds"])), f"{c['mean_diff']:+.4g}", "-" if math.isnan(c["p"]) else f"{c['p']:.3f}",
-             c["verdict"]] for c in results["claims"]]
+    header, rows = claims_table(results["claims"])
     title = cfg.title or "Do these runs show the papers' claims?"
-    intro = (f"One-sided paired t-test over pre-training seeds (alpha {cfg.alpha}); validation loss at step "
-             f"{results['valid_loss_step']}, the last evaluation every run reached. Cells: mean ± std over seeds.")
-    md = [f"# {title}", "", intro, "", markdown_table(header, rows), "", "## Runs and hyper-parameters", ""]
+    intro = intro_text(cfg, results)
+    lines = [power_line(c) for c in results["claims"]]
+    md = [f"# {title}", "", intro, "", markdown_table(header, rows), "", "## Power", ""]
+    md += [f"- {line}" for line in lines] + ["", "## Runs and hyper-parameters", ""]
     for name, i in results["config"].items():
         md += [f"### {name}", "", "```json", json.dumps({"pretrain": i["pretrain"], "finetune": i["finetune"]},
                                                           indent=1, default=str), "```", ""]
     md += [f"Machine: {results['machine']}", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     write_text_atomic(out / "report.md", "\n".join(md) + "\n")
-    page = html_page(title, intro, [("", header, rows)], [("Machine", [str(results["machine"])])],
+    page = html_page(title, intro, [("", header, rows)], [("Power", lines), ("Machine", [str(results["machine"])])],
                      [(p.stem, p) for p in plots])
     write_text_atomic(out / "report.html", page)
 
@@ -225,10 +341,10 @@ def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     t = Table(title="Claims")
-    for c in ("claim", "paper", "mean Δ", "p", "verdict"):
+    for c in ("claim", "paper", "mean Δ", "p", "p Holm", "MDE", "verdict"):
         t.add_column(c)
     for c in summary["claims"]:
-        t.add_row(c["claim"], c["paper"], f"{c['mean_diff']:+.4g}", "-" if math.isnan(c["p"]) else f"{c['p']:.3f}",
+        t.add_row(c["claim"], c["paper"], f"{c['mean_diff']:+.4g}", _p(c["p"]), _p(c["p_holm"]), _g(c["mde"]),
                   c["verdict"])
     ui.out.print(t)
     ui.out.print(f"report: {summary['report_md']}")

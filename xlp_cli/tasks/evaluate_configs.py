@@ -51,11 +51,24 @@ class AnalysisConfig(EvaluateCommon):
 
 @dataclasses.dataclass
 class ClaimsConfig(EvaluateCommon):
-    which: str = opt("best", "lexicon/analysis: which pre-training checkpoint to read.", choices=("best", "last"))
+    which: str = opt("last", "claims: which pre-training checkpoint to read (last: as VLE 4.6, the model at the end "
+                             "of pre-training).", choices=("best", "last"))
     dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
     dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
     max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
     words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
                            help="analysis: English words for the language similarity (XLP Fig. 4).")
     topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
-    alpha: float = opt(0.05, "claims: significance level of the one-sided paired t-test over seeds.")
+    alpha: float = opt(0.05, "claims: significance level of the one-sided paired t-test over seeds (Holm-corrected "
+                             "within each paper's claims).")
+    retrieval_sets: list[str] = opt(factory=list, help="claims: also measure Tatoeba and/or PUD retrieval of each "
+                                                       "pre-training run (tatoeba, pud; default: none).")
+    max_sentences: int = opt(0, "retrieval: use at most the first N pairs per language and set (0: all).")
+
+    def validate(self) -> None:
+        super().validate()
+        bad = [s for s in self.retrieval_sets if s not in ("tatoeba", "pud")]
+        if bad:
+            raise BadInput(f"--retrieval-sets: unknown set(s) {', '.join(bad)} (choose from tatoeba, pud)")
+        if self.max_sentences < 0 or not 0 < self.alpha < 1:
+            raise BadInput("--max-sentences must be >= 0 and --alpha in (0, 1)")

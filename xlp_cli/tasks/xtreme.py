@@ -11,8 +11,7 @@ runs by name (`--name`, one per --data; default: the language encoding, as in `-
   the runs given directly and the `upstream` pre-training runs of the fine-tuning folders. Retrieval needs no
   fine-tuning, so its spread comes only from several pre-training runs of one name.
 The headline table has one row per run and one column per task average (and the two transfer gaps), with
-XNLI's marking: ▲/▼ only when the difference to the baseline exceeds the seed spread (|Δ| > std + std_baseline,
-both with 2+ seeds). Below it, each task's per-language tables. report.md, report.html (PNGs inlined),
+XNLI's marking (`xnli.scores.MARK_RULE`: a two-sided Welch t-test over seeds or runs, p < 0.05, both with 2+). Below it, each task's per-language tables. report.md, report.html (PNGs inlined),
 xtreme_summary.png and a per-language PNG per table, results.json.
 """
 
@@ -34,13 +33,12 @@ from xlp_cli.tasks.evaluate_configs import XtremeConfig  # noqa: F401 (the confi
 from xlp_cli.tasks.pos.scores import scores_of as pos_scores
 from xlp_cli.tasks.retrieval.scores import measure_runs, table_rows as retrieval_rows, tables
 from xlp_cli.tasks.xnli.report import plot_accuracy, table_rows
-from xlp_cli.tasks.xnli.scores import collect, default_name, fmt_cell, score
+from xlp_cli.tasks.xnli.scores import MARK_RULE, collect, default_name, fmt_cell, score
 
 NOTE = ("One row per run. XNLI and POS: test accuracy (%) averaged over the languages, and the transfer gap "
         "(English minus the other languages; lower is better), mean ± std over fine-tuning seeds. Retrieval: "
         "Tatoeba / PUD accuracy (%) averaged over the languages, no fine-tuning (a spread only from several "
-        "pre-training runs of one name). ▲/▼ marks a difference to the baseline only when it exceeds the spread "
-        "(|Δ| > std_run + std_baseline, both with at least 2 seeds or runs).")
+        "pre-training runs of one name). " + MARK_RULE + ".")
 
 
 @dataclasses.dataclass

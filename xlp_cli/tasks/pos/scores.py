@@ -3,7 +3,7 @@
 Input: `xlp finetune --task pos` folders. Accuracy is recomputed from `predictions/seed<S>/<split>.<lang>.jsonl`
 (one sentence per line: {"id", "lang", "gold": [UPOS...], "pred": [UPOS...]}), never copied from results.json.
 A word counts when its gold tag is annotated (not "_"); a word left untagged ("" past --max-len) is an error.
-The table, the seed pooling and the "differs only beyond the seed spread" marking are XNLI's
+The table, the seed pooling and the marking (`xnli.scores.MARK_RULE`: a two-sided Welch t-test) are XNLI's
 (`tasks/xnli/scores.py`, `tasks/xnli/report.py`): the transfer gap is English minus the mean of the others.
 """
 
@@ -16,12 +16,11 @@ from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.xnli import report
 from xlp_cli.tasks.xnli.report import rich_table
-from xlp_cli.tasks.xnli.scores import collect, prediction_rows, score
+from xlp_cli.tasks.xnli.scores import MARK_RULE, collect, prediction_rows, score
 
 NOTE = ("Word accuracy (%) of zero-shot POS tagging (17 UD v2 tags, the label on each word's first subword) per "
         "language, then the average and the transfer gap (English minus the average of the other languages; "
-        "lower is better). Cells are mean ± std over seeds. ▲/▼ marks a difference to the baseline only when it "
-        "exceeds the seed spread (|Δ| > std_run + std_baseline, both with at least 2 seeds).")
+        "lower is better). Cells are mean ± std over seeds. " + MARK_RULE + ".")
 
 
 def token_accuracy(pairs: Iterable[tuple[list[str], list[str]]]) -> tuple[float, int]:

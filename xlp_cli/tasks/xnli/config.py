@@ -11,6 +11,7 @@ from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon, validate_head_t
 
 SETTINGS = ("transfer", "translate-train")
 VECO_MODES = ("plug-out", "plug-in")
+PAIR_SOURCES = ("translated", "oracle")
 # XLP paper, appendix B.1 / Table 6, fine-tuning column
 DEFAULT_LR = [5e-6]
 DEFAULT_BATCH_SIZE = [16]
@@ -45,6 +46,13 @@ class XnliConfig(FinetuneCommon):
                                 "translation (translate-train only).", choices=VECO_MODES)
     plug_in_lang: str = opt("en", "xnli --veco plug-in: the language of each example's paired translation y (for "
                                   "this language's own model: the first other test language).")
+    plug_in_pairs: str = opt("translated", "xnli --veco plug-in: where y comes from. translated: x machine-translated "
+                                           "into --plug-in-lang by --plug-in-translator (the paper's pairs are machine "
+                                           "translations); oracle: the human XNLI example of the same index (an upper "
+                                           "bound, not the paper's setting).", choices=PAIR_SOURCES)
+    plug_in_translator: Path | None = opt(None, "xnli --veco plug-in --plug-in-pairs translated: an `xlp finetune "
+                                                "--task translation` run (its first seed) that translates the test "
+                                                "languages into --plug-in-lang, greedy.")
 
     def validate(self) -> None:
         super().validate()
@@ -52,6 +60,11 @@ class XnliConfig(FinetuneCommon):
         if self.veco == "plug-in" and self.setting == "transfer":
             raise BadInput("--veco plug-in needs every example's translation y beside x, and zero-shot transfer has "
                            "no such pairs (VECO paper, footnote 4): use --setting translate-train or --veco plug-out")
+        if self.veco == "plug-in" and self.plug_in_pairs == "translated" and self.plug_in_translator is None:
+            raise BadInput("--veco plug-in pairs each example with its machine translation (--plug-in-pairs "
+                           "translated, the default): give --plug-in-translator RUN (an `xlp finetune --task "
+                           f"translation` run into {self.plug_in_lang!r}), or --plug-in-pairs oracle for the human "
+                           "XNLI translations (an upper bound, not the paper's setting)")
 
 
 @dataclasses.dataclass

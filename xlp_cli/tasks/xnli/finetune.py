@@ -7,8 +7,9 @@ Settings
                      (the other 10%, split by premise hash, selects the checkpoint); test on its test set.
 
 VECO (`--veco`, docs/veco.md): plug-out (default) fine-tunes a VECO run's encoder without its cross-attention;
-plug-in (translate-train only) pairs every example with its translation in `--plug-in-lang` (the example of the
-same XNLI index, or the same row of the translated file) and classifies it from [h_x; s_x].
+plug-in (translate-train only) pairs every example with its translation in `--plug-in-lang` and classifies it
+from [h_x; s_x]: by default its machine translation by `--plug-in-translator` (`pairs.py`), with `--plug-in-pairs
+oracle` the human example of the same XNLI index (or the same row of the translated file).
 
 Runs: the grid --lr x --batch-size x --seeds. The (lr, batch size) with the best mean selection accuracy over
 seeds is kept; its best checkpoint per seed writes `predictions/seed<S>/{dev,test}.<lang>.jsonl`.
@@ -41,6 +42,7 @@ from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.groups import build as build_groups
 from xlp_cli.tasks.xnli.objective import Classify, LangIds, predict
+from xlp_cli.tasks.xnli.pairs import Translator
 from xlp_cli.train import engine
 from xlp_cli.train.runtime import Runtime
 
@@ -69,7 +71,7 @@ def _resolve(path: Path | None, default: str) -> Path:
     return Path(path) if path is not None else data_dir() / default
 
 
-OWNS = ("results.json", "predictions", "runs", "encoded")  # what XNLI fine-tuning writes in FT (outdir.py)
+OWNS = ("results.json", "predictions", "runs", "encoded", "plug_in_pairs")  # what XNLI fine-tuning writes in FT (outdir.py)
 
 
 @outdir.scoped
@@ -97,7 +99,9 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
     if plug_in and not pre.cross_attention:
         raise BadInput("--veco plug-in needs a VECO pre-training run (an encoder with cross-attention: --objective "
                        "ca-mlm, tlm+ca-mlm or mlm+ca-mlm)", path=run)
-    read_langs = set(langs) | ({cfg.plug_in_lang} if plug_in else set())
+    oracle = plug_in and cfg.plug_in_pairs == "oracle"
+    read_langs = set(langs) | ({cfg.plug_in_lang} if oracle else set())
+    translate = Translator(cfg.plug_in_translator, rt.device) if plug_in and not oracle else None
 
     config, finished = start(cfg, OWNS)
     if finished is not None:
@@ -126,7 +130,7 @@ def run(cfg: XnliConfig) -> dict[str, Any]:
 
     with bar:
         groups, skipped_rows = build_groups(cfg, langs, dev, test, {"train": train_file, "dev": dev_file, "test": test_file},
-                                            enc, lambda n: bar.update(encoding, total=n))
+                                            enc, lambda n: bar.update(encoding, total=n), translate)
 
     # grid x seeds
     results: dict[str, Any] = {"groups": {}}

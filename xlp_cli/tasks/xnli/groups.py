@@ -2,7 +2,9 @@
 
 transfer: one family (train on `--train-lang`, select on its dev set or the dev average, predict every language).
 translate-train: one family per language (its translated training file, or 90% of its dev set); with `--veco
-plug-in`, every example is paired with its translation in the pair language (docs/veco.md).
+plug-in`, every example is paired with its translation in the pair language: by default its machine translation
+(`pairs.py`, `--plug-in-translator`), with `--plug-in-pairs oracle` the human example of the same index
+(docs/veco.md).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Callable
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import XnliConfig
+from xlp_cli.tasks.xnli.pairs import Translator, translated
 
 Encode = Callable[[str, str, list[xd.Example]], xd.Encoded]
 
@@ -29,9 +32,10 @@ def pair_language(cfg: XnliConfig, lang: str, langs: list[str]) -> str:
 
 
 def build(cfg: XnliConfig, langs: list[str], dev: dict, test: dict, files: dict[str, Path], enc: Encode,
-          set_total: Callable[[int], None]) -> tuple[list[dict[str, Any]], int]:
+          set_total: Callable[[int], None], translate: Translator | None = None) -> tuple[list[dict[str, Any]], int]:
     """([{name, source, train, select, predict}], unlabelled training rows skipped). `files`: train, dev, test;
-    `set_total(n)` gives the progress bar the number of examples about to be encoded (when known up front)."""
+    `set_total(n)` gives the progress bar the number of examples about to be encoded (when known up front);
+    `translate`: the plug-in translator (`--plug-in-pairs translated`)."""
     if cfg.setting == "transfer":
         return _transfer(cfg, langs, dev, test, files, enc, set_total)
     groups: list[dict[str, Any]] = []
@@ -61,7 +65,13 @@ def build(cfg: XnliConfig, langs: list[str], dev: dict, test: dict, files: dict[
         sel = enc(f"select-{'dev' if cfg.translated_train else 'heldout'}", lang, sel_rows)
         train = enc(f"train-{'file' if cfg.translated_train else 'dev90'}", lang, rows)
         tst = enc("test", lang, test[lang])
-        if plug_in:
+        if plug_in and translate is not None:  # y = x machine-translated into the pair language
+            plang = pair_language(cfg, lang, langs)
+            for name, e, mine in (("train", train, rows), ("select", sel, sel_rows), ("test", tst, test[lang])):
+                partner = translated(mine, lang, plang, translate, cfg.out / "plug_in_pairs" / name)
+                e.pair = enc(f"{name}-mt-pair-of-{lang}", plang, partner)
+            source += f"; plug-in pairs: {plang}, machine-translated by {translate.seed_dir}"
+        elif plug_in:  # oracle: the human example of the same index
             plang = pair_language(cfg, lang, langs)
             if cfg.translated_train:
                 ppath = Path(cfg.translated_train.replace("{lang}", plang))
@@ -72,7 +82,7 @@ def build(cfg: XnliConfig, langs: list[str], dev: dict, test: dict, files: dict[
                                                  ("select", sel, sel_rows, dev.get(plang, []), dev_file),
                                                  ("test", tst, test[lang], test.get(plang, []), test_file)):
                 e.pair = enc(f"{name}-pair-of-{lang}", plang, xd.pair_examples(mine, others, where))
-            source += f"; plug-in pairs: {plang}"
+            source += f"; plug-in pairs: {plang}, oracle pairs (the human XNLI example of the same index)"
         groups.append({
             "name": lang, "source": source, "train": [train], "select": {lang: sel},
             "predict": {lang: {"dev": sel, "test": tst}},

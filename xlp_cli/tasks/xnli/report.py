@@ -19,7 +19,7 @@ from rich.table import Table
 from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
 from xlp_cli.reporting.figures import plot_curves, pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
-from xlp_cli.tasks.xnli.scores import fmt_cell, rows_note, toy_note
+from xlp_cli.tasks.xnli.scores import MARK_RULE, fmt_cell, rows_note, toy_note
 
 
 # ---------------------------------------------------------------- pre-training curves
@@ -122,9 +122,7 @@ def rich_table(scores: dict[str, Any], title: str, gap_label: str = "gap (Table 
 
 NOTE = ("Accuracy (%) per language in the XLP paper's Table 1 order, then the average and the cross-lingual "
         "transfer gap (Table 3: English minus the average of the other languages; lower is better). "
-        "Cells are mean ± std over seeds. ▲ marks a result better than the baseline's, ▼ a worse one (for the gap, "
-        "▲ is a smaller gap), only where the difference exceeds the seed spread (|Δ| > std_run + std_baseline, "
-        "both runs with at least 2 seeds); no mark: no difference beyond the spread, or fewer than 2 seeds.")
+        "Cells are mean ± std over seeds. For the gap, ▲ is a smaller gap. " + MARK_RULE + ".")
 
 
 def notes(scores: dict[str, Any], split: str, label: str = "XNLI", note: str = NOTE) -> list[str]:

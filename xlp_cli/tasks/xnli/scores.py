@@ -5,8 +5,10 @@ Input: `xlp finetune --task xnli` folders. Accuracy is recomputed from the predi
 never copied from the fine-tuning summary, so a hand-made predictions file gives known numbers.
 
 Several folders may share a run name (`--name`): their seeds are pooled. A difference to the baseline
-run is marked only when both runs have at least two seeds and |mean_a - mean_b| > std_a + std_b
-(the two +-1 std intervals do not overlap).
+run is marked (`MARK_RULE`) only when both runs have at least two seeds and a two-sided Welch t-test over
+the seeds gives p < 0.05 (`reporting/stats.welch_two_sided`); the same test and level for every table of
+xnli, pos, retrieval and xtreme. A mark is a per-cell screen, uncorrected for the many cells of a table:
+the verdict on a paper's claim is `xlp evaluate --task claims` (paired by pre-training seed, Holm-corrected).
 
 Honesty: each number says how many rows it was computed on (`rows`; `eval_caps`: a fine-tuning run's
 --max-eval-rows), and a score inside the 95% binomial interval of chance (1/3, for its rows) is "at chance":
@@ -26,8 +28,14 @@ from xlp_cli.artifacts.manifest import read_manifest
 from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput
 from xlp_cli.reporting.render import order_langs
+from xlp_cli.reporting.stats import welch_two_sided
 
 LABELS = ["contradiction", "neutral", "entailment"]  # XLM's label ids 0, 1, 2
+MARK_ALPHA = 0.05
+MARK_RULE = ("▲ marks a result better than the baseline's, ▼ a worse one, only where a two-sided Welch t-test over "
+             "seeds gives p < 0.05 (both runs with at least 2 seeds; uncorrected for the number of cells: a screen, "
+             "not a verdict; the verdicts on the papers' claims come from `xlp evaluate --task claims`, paired by "
+             "pre-training seed and Holm-corrected)")
 
 _PRED_RE = re.compile(r"^(?P<split>[a-z]+)\.(?P<lang>[A-Za-z_-]+)\.jsonl$")
 
@@ -207,15 +215,16 @@ def score(runs: list[RunScores], langs: list[str] | None = None, baseline: str =
             a = r["acc"][key] if key in table_langs else r[key]
             b = base["acc"][key] if key in table_langs else base[key]
             d = a["mean"] - b["mean"]
-            marked = (name != base_name and a["n"] >= 2 and b["n"] >= 2 and not math.isnan(d)
-                      and abs(d) > a["std"] + b["std"])
-            diffs[key] = {"diff": d, "marked": marked}
+            p = (welch_two_sided((a["mean"], a["std"], a["n"]), (b["mean"], b["std"], b["n"]))
+                 if name != base_name else math.nan)
+            marked = not math.isnan(d) and not math.isnan(p) and p < MARK_ALPHA
+            diffs[key] = {"diff": d, "p": p, "marked": marked}
         r["vs_baseline"] = diffs
     return out
 
 
 def fmt_cell(stat: dict[str, Any], mark: dict[str, Any] | None = None, *, lower_is_better: bool = False) -> str:
-    """'72.7 ± 0.3' (+ an arrow when the difference to the baseline exceeds the seed spread)."""
+    """'72.7 ± 0.3' (+ an arrow where the difference to the baseline is marked: `MARK_RULE`)."""
     m, s, n = stat["mean"], stat["std"], stat["n"]
     if n == 0 or math.isnan(m):
         return "-"
