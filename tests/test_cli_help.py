@@ -52,8 +52,9 @@ def test_help_shows_every_flag_whole_with_its_default_and_choices(cli, path):
 
 def test_help_names_the_defaults_and_choices_a_user_asked_for(cli):
     text = " ".join(_help(cli, ["pretrain"]).split())
-    assert "--max-steps INT" in text and "[default: 750000]" in text
-    assert "--preset [tiny|small|xlm15]" in text and "[default: xlm15]" in text
+    assert "--max-steps INT" in text and "the paper's 750000; cpu: 500" in text  # 0: the preset's
+    assert "--preset [auto|tiny|cpu|small|xlm15]" in text and "[default: auto]" in text
+    assert "auto = xlm15 (the XLP paper's Table 6 model) on a GPU" in text
     assert "--lang-encoding [none|additive|attaching|xlp|vle]" in text
     ft = " ".join(_help(cli, ["finetune"]).split())
     assert "[default: xnli: 5e-06" not in ft  # (the list default is empty; the task default is in the help text)
@@ -92,7 +93,7 @@ def test_python_m_and_completion():
     assert r.returncode == 0 and r.stdout.startswith("xlp ")
     env = {**os.environ, "_XLP_COMPLETE": "complete_bash", "COMP_WORDS": "xlp pretrain --preset ", "COMP_CWORD": "3"}
     r = subprocess.run([sys.executable, "-m", "xlp_cli"], capture_output=True, text=True, env=env, timeout=60)
-    assert set(r.stdout.split()) == {"tiny", "small", "xlm15"}, r.stdout + r.stderr
+    assert set(r.stdout.split()) == {"auto", "tiny", "cpu", "small", "xlm15"}, r.stdout + r.stderr
     env.update(COMP_WORDS="xlp pre", COMP_CWORD="1")
     r = subprocess.run([sys.executable, "-m", "xlp_cli"], capture_output=True, text=True, env=env, timeout=60)
     assert {"prepare", "pretrain"} <= set(r.stdout.split())

@@ -76,6 +76,6 @@ def test_one_lang_encoding_default_and_one_settings_mapping() -> None:
     xnli = FINETUNE.build({"task": "xnli", "data": ["x"]})
     s = Settings.from_config(xnli, max_steps=3, lr=0.1, betas=(0.9, 0.999))
     assert (s.warmup, s.betas, s.eps, s.clip_norm) == (4000, (0.9, 0.999), 1e-8, 5.0)
-    pre = PretrainConfig()
+    pre, _ = PretrainConfig(preset="xlm15").resolved("cpu")  # the paper's run
     s = Settings.from_config(pre, max_steps=pre.max_steps, lr=pre.lr)
     assert (s.warmup, s.weight_decay, s.betas, s.clip_norm, s.log_every) == (16_000, 1e-4, (0.9, 0.98), 5.0, 10)

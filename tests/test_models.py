@@ -202,7 +202,7 @@ def test_torch_free_name_tables_match_the_classes():
         assert issubclass(cls, LanguageEncoding) and cls.spec is ENCODINGS[name]
     fields = {f.name: f for f in __import__("dataclasses").fields(PretrainConfig)}
     assert fields["lang_encoding"].metadata["choices"] == ENCODING_NAMES
-    assert fields["preset"].metadata["choices"] == tuple(PRESETS) == tuple(ENCODER_PRESETS)
+    assert fields["preset"].metadata["choices"] == ("auto", *PRESETS) == ("auto", *ENCODER_PRESETS)
     assert {"xlp_bias", "vle_style", "vle_k"} <= set(fields)  # each encoding's options are flags
 
 

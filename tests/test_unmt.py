@@ -118,6 +118,7 @@ def test_unmt_from_mlm_resumes_bitwise_and_is_scored_against_the_copy_baseline(m
     assert any("smooth:none" in s and "tok:none" in s for s in res["signatures"])
     assert "multi-bleu" in r.output and "copy" in r.output
     assert "## Unsupervised directions" in (m30k["tmp"] / "ev" / "report.md").read_text()  # UNMT saw no pair
+    assert "(unsupervised," in r.output and "(supervised," not in r.output  # the terminal tables say so too
 
 
 @pytest.mark.slow

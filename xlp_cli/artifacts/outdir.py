@@ -17,6 +17,10 @@
    so a later `--force` knows them too), the files the manifest lists, the manifest and the marker.
 Nested stage folders (e.g. `OUT/bpe` of `xlp prepare --bpe-codes`) have their own lock and marker and are left
 to their own stage by the sweep.
+
+`unclaim(OUT, owns)`: a run refused before it produced anything (`xlp pretrain` with no checkpoint yet) gives a
+folder it claimed fresh back: what it wrote there and the marker go, so a rerun with another config is not
+refused as "a different config" (files xlp did not write stay, as with --force).
 """
 
 from __future__ import annotations
@@ -226,6 +230,12 @@ def clear(out: Path, owns: Iterable[str]) -> None:
         if name == LOCK or name in KEEP_ON_FORCE or not (_matches(name, patterns) or _TEMP.match(name)):
             continue
         _remove(out / name)
+
+
+def unclaim(out: Path, owns: Iterable[str]) -> None:
+    """Give back a folder this process claimed fresh and wrote no result into (see the module doc)."""
+    if Path(out).is_dir():
+        clear(Path(out), owns)
 
 
 # ---------------------------------------------------------------- leftovers of a killed run

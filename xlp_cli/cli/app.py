@@ -17,10 +17,14 @@ from typing import Any
 import typer
 
 from xlp_cli import __version__
-from xlp_cli.cli.commands import XlpGroup, stage_command
+from xlp_cli.cli.commands import XlpGroup, example_text, stage_command
 from xlp_cli.core.errors import INTERRUPTED
 from xlp_cli.stages import STAGES
 
+# the end of `xlp --help`: raw text to a pre-trained model on this machine's own gettext catalogs (offline)
+EXAMPLE = """xlp prepare --source gettext --lang en,de,fr --mono-from-parallel --bpe-codes 8000 --out out/gt
+xlp pretrain --data out/gt-ids --out runs/x
+xlp evaluate --task lexicon --data runs/x --out out/lexicon"""
 ARROW_FREE = {"text"}  # stages that never load pyarrow (nor numpy): `xlp text` starts without them (~0.1 s)
 
 
@@ -37,7 +41,7 @@ def build_app(only: set[str] | None = None) -> typer.Typer:
         cls=XlpGroup,  # usage mistakes (a typo'd flag, `--workers two`) are one line, exit 2
         help="Raw multilingual text -> pretrained multilingual Transformers, with switchable language encodings.",
         epilog="Each command's --help lists every flag with its default and its choices, and ends with an example. "
-               "Shell completion: xlp --install-completion.",
+               "Shell completion: xlp --install-completion.\n\n" + example_text(EXAMPLE),
         no_args_is_help=True,
         add_completion=True,
         rich_markup_mode=None,  # plain help: no Rich markup eating "[default: ...]", no cut flag names at 80 columns

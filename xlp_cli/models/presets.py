@@ -1,7 +1,9 @@
 """Model size presets, without importing torch (the CLI's --preset choices read these names).
 
-Encoder (`xlp pretrain --preset`): tiny fits the test suite, small a CPU experiment, xlm15 is the XLM15 /
-XLP Table 6 model. Encoder-decoder (`xlp finetune --task translation --preset`): iwslt is XLP Table 7.
+Encoder (`xlp pretrain --preset`): tiny fits the test suite, cpu a run of minutes on a CPU (what `--preset auto`,
+the default, picks there; `train/config.py` gives it a CPU-sized run length), small a CPU experiment of hours, xlm15
+is the XLM15 / XLP Table 6 model (what `--preset auto` picks on a GPU). Encoder-decoder (`xlp finetune --task
+translation --preset`): iwslt is XLP Table 7.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class PresetConfig:
 
 ENCODER_PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(n_layers=2, d_model=32, n_heads=2, d_ff=64, n_positions=272),
+    "cpu": dict(n_layers=2, d_model=64, n_heads=4, d_ff=256, n_positions=272),  # the README's demo model
     "small": dict(n_layers=4, d_model=256, n_heads=4, d_ff=1024, n_positions=520),
     "xlm15": dict(n_layers=12, d_model=1024, n_heads=8, d_ff=4096, n_positions=520),
 }

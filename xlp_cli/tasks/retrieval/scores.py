@@ -4,7 +4,7 @@ For each run and each language xx it knows (besides English) that a set covers: 
 sides (`encode.py`), then accuracy xx->en (each xx sentence's nearest English sentence is its translation) and
 en->xx, per language and averaged. Chance is 1/N (N = the pairs of that language: 0.1% for 1,000).
 Folders that share a name (`--name`; default: the language encoding) are pooled like seeds: mean ± std over them,
-and the XNLI marking (▲/▼ only beyond the spread, which needs 2+ runs per name).
+and the XNLI marking (`xnli.scores.MARK_RULE`: a two-sided Welch t-test, which needs 2+ runs per name).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from xlp_cli.reporting.render import html_page, markdown_table, order_langs
 from xlp_cli.tasks.retrieval import data as rd
 from xlp_cli.tasks.retrieval.encode import Encoder, accuracy, load_encoder, sentence_vectors
 from xlp_cli.tasks.xnli.report import plot_accuracy
-from xlp_cli.tasks.xnli.scores import RunScores, default_name, fmt_cell, score
+from xlp_cli.tasks.xnli.scores import MARK_RULE, RunScores, default_name, fmt_cell, score
 from xlp_cli.train.runtime import Runtime
 
 DIRECTIONS = ("xx->en", "en->xx")
 NOTE = ("Sentence retrieval accuracy (%) without fine-tuning: each sentence's cosine nearest neighbour among the "
         "other language's sentences must be its translation (xx->en: xx queries, English candidates). Sentence "
         "vector: the mean of one layer's hidden states. Chance is 1/N (0.1% for 1,000 pairs). Cells are mean ± std "
-        "over runs of the same name; ▲/▼ only beyond that spread.")
+        "over runs of the same name. " + MARK_RULE + ".")
 
 
 def pairs_of(cfg: Any, lang: str, which: str) -> rd.Pairs | None:
@@ -42,6 +42,14 @@ def measure(enc: Encoder, cfg: Any, langs: list[str], device: Any = "cpu") -> di
     """{set: {lang: {"xx->en": %, "en->xx": %, "pairs": N}}} for one encoder, and the layer read."""
     layer = enc.layer(cfg.layer)
     out: dict[str, Any] = {"layer": layer, "sets": {}}
+    vectors: dict[tuple[str, tuple[str, ...]], Any] = {}  # a side shared by several languages (PUD's English) once
+
+    def vecs(texts: list[str], lang: str) -> Any:
+        key = (lang, tuple(texts))
+        if key not in vectors:
+            vectors[key] = sentence_vectors(enc, texts, lang, layer, cfg.batch_size, device)
+        return vectors[key]
+
     for which in cfg.sets:
         per: dict[str, Any] = {}
         for lang in langs or [l for l in enc.langs if l != "en"]:
@@ -50,8 +58,7 @@ def measure(enc: Encoder, cfg: Any, langs: list[str], device: Any = "cpu") -> di
             pairs = pairs_of(cfg, lang, which)
             if pairs is None or not len(pairs):
                 continue
-            xx = sentence_vectors(enc, pairs.xx, lang, layer, cfg.batch_size, device)
-            en = sentence_vectors(enc, pairs.en, "en", layer, cfg.batch_size, device)
+            xx, en = vecs(pairs.xx, lang), vecs(pairs.en, "en")
             per[lang] = {"xx->en": accuracy(xx, en), "en->xx": accuracy(en, xx), "pairs": len(pairs)}
         out["sets"][which] = per
     return out
@@ -104,6 +111,14 @@ def table_rows(scores: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def run(cfg: Any) -> dict[str, Any]:
     found = measure_runs(cfg, cfg.data, cfg.name)
+    no_english = [f for f in found if "en" not in f.get("langs", [])]  # retrieval pairs are xx<->en
+    if found and len(no_english) == len(found):
+        raise BadInput("English is missing: retrieval pairs are xx<->en, and no run was pre-trained with English "
+                       f"(the runs know: {', '.join(order_langs({l for f in found for l in f.get('langs', [])}))}); "
+                       "pre-train with en among --lang")
+    for f in no_english:
+        ui.warn(f"{f['folder']} has no English (its languages: {', '.join(f.get('langs', []))}): retrieval pairs are "
+                "xx<->en, so it is not scored")
     result = tables(found, cfg.baseline)
     if not result:
         raise BadInput("no language of these runs (besides English) has retrieval pairs in --sets "

@@ -256,6 +256,7 @@ def run(cfg: Any) -> dict[str, Any]:
     # UNMT runs never saw a pair: their directions are "unsupervised", not "supervised"
     trained = "Unsupervised directions" if all(r.get("tasks") == {"unmt"} for r in runs.values()
                                                if r.get("tasks")) else "Supervised directions"
+    results["trained"] = trained.split()[0].lower()  # the terminal tables' title (print_summary) says the same
     for label, dirs in ((trained, supervised), ("Zero-shot directions", zero)):
         if not dirs:
             continue
@@ -306,11 +307,12 @@ def run(cfg: Any) -> dict[str, Any]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    """The terminal view: the supervised and zero-shot detokenized BLEU tables (mean ± std over seeds)."""
+    """The terminal view: the (un)supervised and zero-shot detokenized BLEU tables (mean ± std over seeds)."""
     from rich.table import Table
 
     res = json.loads(Path(summary["results"]).read_text(encoding="utf-8"))
-    for label, dirs, prefix in (("supervised", res["supervised"], ""), ("zero-shot", res["zero_shot"], "zero-shot ")):
+    trained = res.get("trained", "supervised")  # "unsupervised" for UNMT runs, as in report.md
+    for label, dirs, prefix in ((trained, res["supervised"], ""), ("zero-shot", res["zero_shot"], "zero-shot ")):
         for metric, what in (("bleu", "detokenized sacreBLEU"), ("tok_bleu", "tokenized BLEU, multi-bleu.perl")):
             if not dirs:
                 continue
