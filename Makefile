@@ -9,7 +9,7 @@ FIND_LINKS = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
 XLP_DATA_DIR ?= $(abspath ../shared/data)
 export XLP_DATA_DIR
 
-.PHONY: setup demo test test-fast test-reliability bench clean
+.PHONY: setup demo test test-fast test-reliability bench gpu-data gpu-proof-smoke clean
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard xlp_cli/bpe/*.cpp xlp_cli/bpe/csrc/* xlp_cli/text/csrc/*.cpp xlp_cli/text/csrc/*.h xlp_cli/text/csrc/*.inc)
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(wildcard xlp_cli/bpe/*.cpp xlp_cli
 	$(PIP) install -q cython==3.3.1 "setuptools>=70.1" wheel==0.48.0
 	$(PIP) install -q --no-build-isolation fastBPE==0.1.0
 	$(PIP) install -q $(FIND_LINKS) torch==2.13.0
-	$(PIP) install -q $(FIND_LINKS) -e ".[dev,ray]"
+	$(PIP) install -q $(FIND_LINKS) -e ".[dev,ray,storage]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -45,5 +45,19 @@ test-reliability: setup
 bench: setup
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
+# the real data a lent GPU trains on (Multi30k ids + VLE vocabularies, ~15 MiB, git-ignored): carry `gpu-data`
+gpu-data: setup
+	$(PY) benchmarks/gpu_data.py --out gpu-data
+
+# what CI runs of the GPU proof: the same script on the CPU, `tiny` preset, under a minute
+gpu-proof-smoke: gpu-data
+	$(PY) benchmarks/gpu_proof.py --device cpu --smoke --data gpu-data
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# the evaluation data of pipelines/fidelity_gpu.toml (dictionaries, Tatoeba, UD) under gpu-data/eval/, for the
+# languages of gpu-data/ids (`make gpu-data`); it checks that gpu-data/ stays within 40 MiB (the device lease)
+.PHONY: gpu-data-eval
+gpu-data-eval: setup
+	$(PY) pipelines/gpu_data_eval.py --src $(XLP_DATA_DIR) --ids gpu-data/ids --out gpu-data/eval

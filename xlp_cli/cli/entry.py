@@ -4,12 +4,22 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from xlp_cli.core.errors import INTERRUPTED  # (a module that imports nothing)
 
 
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C during the first imports: nothing to clean up yet, so one line and exit 130 at once. (Raised as
+    KeyboardInterrupt instead, it can land in importlib's module-lock callback, where Python prints it as an
+    "Exception ignored" traceback that no `except` sees.)"""
+    os.write(2, INTERRUPTED.encode())
+    os._exit(130)
+
+
 def main() -> None:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
     # Arrow's default pool (mimalloc) keeps ~20-30 MB it once touched for the whole run, even after a stage switches
     # pools; chosen before pyarrow loads, it is never set up (peak RSS of `xlp prepare --bpe-from` on 40 MB:
     # 252-258 MB -> 215-225 MB). A value set by the user wins.
@@ -17,6 +27,7 @@ def main() -> None:
     try:
         from xlp_cli.cli.app import main as cli_main  # (after the Ctrl-C handler is in place)
 
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a KeyboardInterrupt: stages clean up
         cli_main()
     except KeyboardInterrupt:  # before the command line was parsed (cli.main reports the later ones)
         sys.stderr.write(INTERRUPTED)

@@ -16,7 +16,7 @@ post-LN by default (`pre_ln=True` for pre-LN, which adds a final LayerNorm). Emb
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn as nn
@@ -93,11 +93,15 @@ class TransformerEncoder(nn.Module):
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, positions: torch.Tensor | None = None,
                 pad_mask: torch.Tensor | None = None, pred_mask: torch.Tensor | None = None,
                 memory: torch.Tensor | None = None, memory_pad_mask: torch.Tensor | None = None,
-                upto: int | None = None) -> torch.Tensor:
+                upto: int | None = None, present: Sequence[int] | None = None) -> torch.Tensor:
         """ids [B, T]; langs [B] or [B, T]; positions [B, T] (default 0..T-1); pad_mask [B, T] True at padding.
 
         Returns hidden states [B, prefix_len + T, d]; with `pred_mask` [B, T] bool, the MLM logits [N, V] of
-        the N masked positions instead (so DDP / torch.compile see the head inside forward).
+        the N masked positions instead (so DDP / torch.compile see the head inside forward); with `pred_mask` a
+        long tensor [P] of flat positions in [0, B*T) (`train/masking.prediction_slots`), the logits [P, V] of
+        those: a shape fixed per batch size, with no host sync (the training step's form).
+        `present`: the language indices that occur in `langs`, when the caller knows them on the host (the
+        input pipeline does); the XLP and VLE encodings then never ask the GPU which languages a batch holds.
         With `memory` [B, S, d] (a model with `cross_attention`), every layer also attends to it (VECO's s
         stream; `memory_pad_mask` [B, S - prefix_len] True at padding); without it the cross-attention is
         unplugged and the model is exactly the plain encoder.
@@ -109,11 +113,11 @@ class TransformerEncoder(nn.Module):
         if positions is None:
             positions = torch.arange(t, device=ids.device)[None].expand(b, -1)
         p = self.prefix_len
-        x = self.lang_encoding.on_words(self.embed(ids), langs, self.embed)
+        x = self.lang_encoding.on_words(self.embed(ids), langs, self.embed, present)
         positions, langs = extend_positions(positions, p), extend_langs(langs, p)
         pad_mask = extend_pad_mask(pad_mask, p)
-        if positions.shape[1] and int(positions.max()) >= self.config.n_positions:
-            raise ValueError(f"position {int(positions.max())} >= n_positions {self.config.n_positions}")
+        if positions.shape[1] > self.config.n_positions:  # (from the shape: reading a position would be a host sync)
+            raise ValueError(f"{positions.shape[1]} positions > n_positions {self.config.n_positions}")
         x = x + self.pos_embed(positions).to(x.dtype)
         x = self.lang_encoding.on_positions(x, langs)
         x = self.drop(self.ln_emb(x))
@@ -134,9 +138,12 @@ class TransformerEncoder(nn.Module):
                 x = x.masked_fill(pad_mask[..., None], 0.0)
         if n == len(self.layers):
             x = self.ln_final(x)
-        if pred_mask is not None:
-            return self.mlm_logits(self.token_states(x)[pred_mask])
-        return x
+        if pred_mask is None:
+            return x
+        states = self.token_states(x)
+        if pred_mask.dtype == torch.bool:
+            return self.mlm_logits(states[pred_mask])
+        return self.mlm_logits(states.reshape(-1, states.shape[-1]).index_select(0, pred_mask))
 
     def token_states(self, hidden: torch.Tensor) -> torch.Tensor:
         """The hidden states of the input tokens (prefix slots of attaching / vle-padding dropped)."""

@@ -47,6 +47,7 @@ Encodings (equations in docs/encodings.md)
 from __future__ import annotations
 
 import importlib
+import itertools
 from typing import Any, Sequence
 
 import torch
@@ -103,7 +104,9 @@ class LanguageEncoding(nn.Module):
         """Entries the model config must record to rebuild this module's shapes (the registry's state_keys)."""
         return {}
 
-    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
+    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding,
+                 present: Sequence[int] | None = None) -> torch.Tensor:
+        """`present`: the language indices in `langs` when the caller knows them on the host (else None)."""
         return word_emb
 
     def on_positions(self, x: torch.Tensor, langs: torch.Tensor) -> torch.Tensor:
@@ -147,7 +150,8 @@ class AttachingEncoding(LanguageEncoding):
         self.lang_emb = nn.Embedding(n_langs, d_model)
         _embedding_init(self.lang_emb.weight, d_model)
 
-    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
+    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding,
+                 present: Sequence[int] | None = None) -> torch.Tensor:
         head = self.lang_emb(langs[:, :1]).to(word_emb.dtype)  # [B, 1, d]
         return torch.cat([head, word_emb], dim=1)
 
@@ -166,7 +170,15 @@ class XlpEncoding(LanguageEncoding):
         b = None if self.bias is None else self.bias[lang].to(x.dtype)
         return F.linear(x, w, b)
 
-    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
+    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding,
+                 present: Sequence[int] | None = None) -> torch.Tensor:
+        if present is not None:  # the languages are known on the host: no sync, shapes fixed (the training step)
+            if len(present) == 1:
+                return self.project(word_emb, int(present[0]))
+            out = word_emb
+            for lang in present:  # a pair batch: each language's projection, kept where its tokens are
+                out = torch.where((langs == lang)[..., None], self.project(word_emb, int(lang)), out)
+            return out
         # Fast path: the whole batch is one language (every MLM step of a language-sampled stream).
         first = langs.reshape(-1)[:1]
         if bool((langs == first).all()):
@@ -228,21 +240,25 @@ class VleEncoding(LanguageEncoding):
         e_v = self._vectors(weight, langs)
         if len(langs) == self.n_langs:
             return e_v
-        full = e_v.new_zeros(self.n_langs, e_v.shape[1])
-        return full.index_copy(0, torch.tensor(langs, device=e_v.device), e_v)
+        rows = dict(zip(langs, e_v.unbind(0)))  # the others: zeros, never read (stacked: no index from the host)
+        zero = e_v.new_zeros(e_v.shape[1])
+        return torch.stack([rows.get(l, zero) for l in range(self.n_langs)])
 
     def _vectors(self, weight: torch.Tensor, langs: list[int]) -> torch.Tensor:
-        """sigma(W_l E_Voc_l) * E_Voc_l for `langs` (in that order), [len(langs), d]."""
-        if len(langs) == self.n_langs:
-            ids, offsets = self.voc_ids, self.voc_offsets
-        else:
-            starts = self.voc_offsets.tolist()
-            ids = torch.cat([self.voc_ids[starts[l]: starts[l] + self.sizes[l]] for l in langs])
-            offsets = torch.tensor([0] + [self.sizes[l] for l in langs[:-1]], device=ids.device).cumsum(0)
+        """sigma(W_l E_Voc_l) * E_Voc_l for `langs` (in that order), [len(langs), d]. Slices and bags only, so a
+        training step never copies an index from the host nor waits for the GPU."""
         # sparse=True: the gradient reaches the Voc_l rows as a sparse tensor that autograd adds into the dense
         # gradient of the word embedding, instead of materialising a second dense [V, d] gradient.
-        e_voc = F.embedding_bag(ids, weight, offsets, mode="mean", sparse=weight.requires_grad)  # E_Voc_l, [n, d]
-        w = self.W if len(langs) == self.n_langs else self.W[langs]
+        sparse = weight.requires_grad
+        if len(langs) == self.n_langs:
+            e_voc = F.embedding_bag(self.voc_ids, weight, self.voc_offsets, mode="mean", sparse=sparse)  # [n, d]
+            w = self.W
+        else:
+            starts = [0, *itertools.accumulate(self.sizes)]
+            first = self.voc_offsets[:1]  # a zero offset on the right device: one bag per language
+            e_voc = torch.cat([F.embedding_bag(self.voc_ids[starts[l]: starts[l] + self.sizes[l]], weight,
+                                               first, mode="mean", sparse=sparse) for l in langs])
+            w = torch.stack([self.W[l] for l in langs])
         gate = torch.sigmoid(torch.einsum("lij,lj->li", w, e_voc))               # sigma(W_l E_Voc_l)
         return gate * e_voc
 
@@ -250,9 +266,9 @@ class VleEncoding(LanguageEncoding):
         self._cache = None
         return super().train(mode)
 
-    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding) -> torch.Tensor:
-        present = None
-        if self.training or torch.is_grad_enabled():
+    def on_words(self, word_emb: torch.Tensor, langs: torch.Tensor, embedding: nn.Embedding,
+                 present: Sequence[int] | None = None) -> torch.Tensor:
+        if present is None and (self.training or torch.is_grad_enabled()):
             present = torch.unique(langs if self.style == "adding" else langs[:, :1]).tolist()
         e_v = self.language_vectors(embedding, present).to(word_emb.dtype)
         if self.style == "padding":
@@ -263,7 +279,7 @@ class VleEncoding(LanguageEncoding):
         return [self.W]
 
     def vocabularies(self) -> list[list[int]]:
-        starts = self.voc_offsets.tolist()
+        starts = [0, *itertools.accumulate(self.sizes)]
         return [self.voc_ids[a: a + n].tolist() for a, n in zip(starts, self.sizes)]
 
     @torch.no_grad()

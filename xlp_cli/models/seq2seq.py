@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -222,17 +222,18 @@ class Seq2Seq(nn.Module):
         return self.tgt_encoding.prefix_len
 
     def _embed(self, tokens: torch.Tensor, lang: torch.Tensor, encoding: nn.Module,
-               positions: torch.Tensor | None = None) -> torch.Tensor:
+               positions: torch.Tensor | None = None, present: Sequence[int] | None = None) -> torch.Tensor:
         """Embeddings of `tokens` [B, T] in language `lang` [B] -> [B, prefix + T, d]:
         (on_positions(on_words(E[w])) * scale + positions), dropout. The language encodings act on the
         unscaled embeddings, so language vectors and words share one scale (additive commutes with positions).
-        `positions` [B, T]: the tokens' positions (default prefix .. prefix + T - 1; prefix slots keep 0 ..)."""
+        `positions` [B, T]: the tokens' positions (default prefix .. prefix + T - 1; prefix slots keep 0 ..).
+        `present`: the languages of `lang` when the host knows them (`TransformerEncoder.forward`)."""
         B, T = tokens.shape
         p = encoding.prefix_len
         x = self.embed(tokens)
         if T or p:
             langs_tok = lang[:, None].expand(B, max(T, 1))
-            x = encoding.on_words(x, langs_tok, self.embed)
+            x = encoding.on_words(x, langs_tok, self.embed, present)
         x = encoding.on_positions(x, lang[:, None].expand(B, x.size(1)))
         x = x * self.scale
         pos = torch.arange(x.size(1), device=x.device).unsqueeze(0).expand(B, x.size(1))
@@ -247,15 +248,16 @@ class Seq2Seq(nn.Module):
         return F.dropout(x, self.config.dropout, self.training)
 
     # -- encoder
-    def encode(self, src: torch.Tensor, src_lang: torch.Tensor) -> dict[str, torch.Tensor]:
+    def encode(self, src: torch.Tensor, src_lang: torch.Tensor, present: Sequence[int] | None = None
+               ) -> dict[str, torch.Tensor]:
         """src [B, S] (with `</s>`, right-padded) -> {"out": [B, S', d], "mask": bool [B, 1, 1, S'] (True = keep)}."""
         pad = src.eq(PAD)
         if self.xlm_encoder is not None:
             pre = self.xlm_encoder.prefix_len
-            out = self.xlm_encoder(src, src_lang, pad_mask=pad)
+            out = self.xlm_encoder(src, src_lang, pad_mask=pad, present=present)
         else:
             pre = self.src_encoding.prefix_len
-            out = self._embed(src, src_lang, self.src_encoding)
+            out = self._embed(src, src_lang, self.src_encoding, present=present)
         keep = ~pad
         if pre:
             keep = torch.cat([keep.new_ones(src.size(0), pre), keep], dim=1)
@@ -274,11 +276,13 @@ class Seq2Seq(nn.Module):
         prev = torch.cat([bos, tgt], dim=1)
         return prev[:, self.decoder_prefix():]
 
-    def embed_target(self, prev: torch.Tensor, tgt_lang: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        return self._embed(prev, tgt_lang, self.tgt_encoding, positions)
+    def embed_target(self, prev: torch.Tensor, tgt_lang: torch.Tensor, positions: torch.Tensor | None = None,
+                     present: Sequence[int] | None = None) -> torch.Tensor:
+        return self._embed(prev, tgt_lang, self.tgt_encoding, positions, present)
 
     def decode(self, prev: torch.Tensor, tgt_lang: torch.Tensor, memory: dict[str, torch.Tensor],
-               cache: list[dict] | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
+               cache: list[dict] | None = None, positions: torch.Tensor | None = None,
+               present: Sequence[int] | None = None) -> torch.Tensor:
         """prev: decoder input ids [B, T'] (see `decoder_input`). Returns logits [B, T, V], T = T' + prefix.
 
         `positions` [B, T'] places the input tokens at other positions than prefix + 0, 1, .. (MASS decodes a
@@ -287,8 +291,9 @@ class Seq2Seq(nn.Module):
         With `cache` (a list, one dict per layer, filled on the first call), only the positions not yet
         cached are run through the layers and only their logits are returned (incremental decoding).
         """
-        # (the interlingua model's embed_target takes no positions: it is never asked to)
-        x = self.embed_target(prev, tgt_lang) if positions is None else self.embed_target(prev, tgt_lang, positions)
+        # (the interlingua model's embed_target takes no positions nor `present`: it is never asked to)
+        x = (self.embed_target(prev, tgt_lang) if positions is None and present is None
+             else self.embed_target(prev, tgt_lang, positions, present))
         T = x.size(1)
         done = 0
         if cache is not None:
@@ -327,8 +332,9 @@ def targets(tgt: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def label_smoothed_nll(logits: torch.Tensor, gold: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """fairseq's label-smoothed cross-entropy, summed over non-pad tokens: (loss, nll, n_tokens).
+def smoothed_nll_sums(logits: torch.Tensor, gold: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """fairseq's label-smoothed cross-entropy and the plain NLL, each summed over the non-pad tokens of `gold`,
+    as device tensors (masked sums: no host sync, shapes fixed):
 
     loss = (1 - eps) * nll + eps / V * sum_v (-log p_v)
     """
@@ -339,5 +345,11 @@ def label_smoothed_nll(logits: torch.Tensor, gold: torch.Tensor, epsilon: float)
     smooth = -lprobs.sum(-1)
     V = lprobs.size(-1)
     loss = (1.0 - epsilon) * nll + (epsilon / V) * smooth
-    n = int(keep.sum())
-    return loss[keep].sum(), nll[keep].sum(), n
+    zero = loss.new_zeros(())
+    return torch.where(keep, loss, zero).sum(), torch.where(keep, nll, zero).sum()
+
+
+def label_smoothed_nll(logits: torch.Tensor, gold: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """`smoothed_nll_sums` and the number of non-pad tokens (read from the device): (loss, nll, n_tokens)."""
+    loss, nll = smoothed_nll_sums(logits, gold, epsilon)
+    return loss, nll, int(gold.ne(PAD).sum())

@@ -34,6 +34,7 @@ class Side:
     langs: torch.Tensor               # [B, T]
     positions: torch.Tensor | None    # [B, T] or None (0..T-1)
     pad_mask: torch.Tensor            # [B, T]
+    present: tuple[int, ...] | None = None  # the language indices in `langs`, when the host knows them
 
 
 def _pad_to(t: torch.Tensor, length: int, value: Any) -> torch.Tensor:
@@ -65,12 +66,12 @@ def swap_halves(t: torch.Tensor) -> torch.Tensor:
 def streams(model: nn.Module, pair: Side, *, stop_gradient: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(h, s) hidden states [2B, prefix + T, d] of a stacked pair (`stack_pair`): h with the cross-attention
     unplugged, s with every layer attending to the partner row's h^L (a constant when `stop_gradient`)."""
-    h = model(pair.ids, pair.langs, pair.positions, pair.pad_mask)
+    h = model(pair.ids, pair.langs, pair.positions, pair.pad_mask, present=pair.present)
     memory = swap_halves(h)
     if stop_gradient:
         memory = memory.detach()
     s = model(pair.ids, pair.langs, pair.positions, pair.pad_mask, memory=memory,
-              memory_pad_mask=swap_halves(pair.pad_mask))
+              memory_pad_mask=swap_halves(pair.pad_mask), present=pair.present)
     return h, s
 
 

@@ -3,9 +3,18 @@
     rt = Runtime.create(cfg.device, cfg.amp, cfg.threads)
     result = fit(objective, model, Settings.from_config(cfg, max_steps=..., lr=...), run_dir, rt)
 
-One update (step s, 0-based): dropout seeded from (seed, s, rank); the objective's micro-batches for s, each
-forward+backward under autocast (DDP syncs gradients on the last one); unscale, clip, AdamW step, the one
-schedule (`schedule.py`). Every `eval_every` steps and at the end, rank 0 evaluates (`objective.evaluate`),
+One update (step s, 0-based): dropout seeded from (seed, s, rank); the objective's micro-batches for s (built
+ahead by the input pipeline, `prefetch.py`), each forward+backward under autocast (DDP syncs gradients on the
+last one); unscale, clip, AdamW step, the one schedule (`schedule.py`).
+
+The step never waits for the device. Loss, gradient norm and the objectives' logged numbers stay device tensors
+in the step's record; the host reads them all at once every `log_every` steps (`read`). A non-finite loss is recorded on the
+device (the first step it happened and its value) and read at those log steps and before every checkpoint,
+so it stops the run with its step number and never reaches a checkpoint. On CUDA: TF32 matmuls, bf16 autocast
+(`runtime.py`), fused AdamW, the norm with foreach kernels, and `torch.compile` (`--compile auto`), which falls
+back to eager with one line when it fails.
+
+Every `eval_every` steps and at the end, rank 0 evaluates (`objective.evaluate`),
 writes `RUN/checkpoints/last` (weights, optimizer/scheduler/scaler state, meta with the objective's data position
 and RNG) and, when the objective's metric improved (or there is nothing to evaluate), `checkpoints/best` (weights).
 `save_every` also writes `last` in between. Metrics go to `RUN/metrics.jsonl`, one JSON object per event.
@@ -33,6 +42,7 @@ from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput, WorkFailed, write_failed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.train.objectives.base import Objective
+from xlp_cli.train.prefetch import Prefetcher, to_device
 from xlp_cli.train.runtime import Runtime, batch_too_large, is_oom, rng_state, seed_dropout, set_rng_state
 from xlp_cli.train.schedule import WarmupInverseSqrt
 from xlp_cli.train.sections import Adam
@@ -52,8 +62,9 @@ class Settings:
     seed: int = 0
     eval_every: int = 0      # evaluate + checkpoint every N steps and at the end (0: only at the end)
     save_every: int = 0      # also write `last` every N steps without evaluating (0: never)
-    log_every: int = 10
-    compile: bool = False
+    log_every: int = 10      # read the step's numbers from the device every N steps (and write them)
+    compile: str = "off"     # torch.compile the model: on, off, or auto (on for CUDA)
+    prefetch: int = 2        # steps of batches built ahead in a worker thread (0: in the loop's thread)
     label: str = "train"     # progress bar and terminal lines
 
     @classmethod
@@ -98,14 +109,37 @@ class Trainer:
     def __post_init__(self) -> None:
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.params = params
-        fused = {"fused": True} if self.rt.device.type == "cuda" else {}
+        # fused: one kernel for every parameter, and no per-parameter `step.item()` (a host sync on a GPU)
         self.optimizer = torch.optim.AdamW(params, lr=self.s.lr, betas=tuple(self.s.betas), eps=self.s.eps,
-                                           weight_decay=self.s.weight_decay, **fused)
+                                           weight_decay=self.s.weight_decay, fused=True)
         self.scheduler = WarmupInverseSqrt(self.optimizer, self.s.warmup)
         self.scaler = self.rt.grad_scaler()
-        inner = torch.compile(self.model) if self.s.compile else self.model
-        self.net = self.rt.wrap(LossModule(inner, self.objective),
-                                find_unused_parameters=self.objective.find_unused_parameters)
+        self.compiled = self.s.compile == "on" or (self.s.compile == "auto" and self.rt.device.type == "cuda")
+        if self.compiled:  # one graph per padded shape (<= bptt/32) and language set: more than dynamo's default 8
+            dynamo = torch._dynamo.config
+            limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"
+            setattr(dynamo, limit, max(getattr(dynamo, limit), 64))
+        self.net = self._wrap(torch.compile(self.model) if self.compiled else self.model)
+        self.position: dict[str, Any] | None = None   # the data position after the last step trained
+        self.watch = NonFinite(self.rt.device)
+
+    def _wrap(self, inner: torch.nn.Module) -> torch.nn.Module:
+        return self.rt.wrap(LossModule(inner, self.objective),
+                            find_unused_parameters=self.objective.find_unused_parameters)
+
+    def compile_failed(self, e: Exception) -> None:
+        """torch.compile could not build the step: one line, then the same step runs eagerly."""
+        ui.warn(f"{self.s.label}: torch.compile failed ({type(e).__name__}: {str(e).strip().splitlines()[0][:160]}); "
+                "running without it (--compile off skips the attempt)")
+        self.compiled = False
+        self.optimizer.zero_grad(set_to_none=True)
+        self.net = self._wrap(self.model)
+
+    def objective_state(self) -> dict[str, Any]:
+        """The objective's state at the last step trained (on every process: it may gather)."""
+        if self.position is None:
+            return self.objective.state_dict()
+        return self.objective.state_dict(self.position)
 
     # ---------------------------------------------------------------- checkpoints
     @property
@@ -151,48 +185,67 @@ class Trainer:
         return True
 
     # ---------------------------------------------------------------- one update
-    def train_step(self) -> dict[str, Any]:
+    def train_step(self, batches: list[Any], position: dict[str, Any] | None) -> dict[str, Any]:
+        """One update on this step's micro-batches (already on the device). Returns its record, whose numbers
+        are device tensors: `read` turns a record into plain numbers (one host sync)."""
         s, step = self.s, self.step
         self.net.train()
         seed_dropout(s.seed, step, self.rt.rank)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.zero_grad(set_to_none=True)
-        total, logs = 0.0, []
-        batches = list(self.objective.micro_batches(step, s.accumulate))  # the mean is over all of them
+        total: torch.Tensor | float = 0.0
+        logs = []
         for i, batch in enumerate(batches):
             sync = i == len(batches) - 1 or self.rt.world == 1
             with contextlib.nullcontext() if sync else self.net.no_sync():  # type: ignore[operator]
                 with self.rt.autocast():
                     loss, info = self.net(batch)
-                if not torch.isfinite(loss.detach()):
-                    raise WorkFailed(f"the loss became {float(loss.detach())} at step {step + 1} (lower --lr, raise --warmup"
-                                     + (", or use --amp bf16/none)" if self.rt.amp == torch.float16 else ")"))
                 self.scaler.scale(loss / len(batches)).backward()
-            total += float(loss.detach()) / len(batches)
+            total = total + loss.detach().float() / len(batches)  # the mean is over all micro-batches
             logs.append(info)
         for p in self.params:  # a sparse gradient only when VLE was the sole user of an embedding row
             if p.grad is not None and p.grad.is_sparse:
                 p.grad = p.grad.to_dense()
         self.scaler.unscale_(self.optimizer)
-        if s.clip_norm > 0:
-            gnorm = torch.nn.utils.clip_grad_norm_(self.params, s.clip_norm)
-        else:
-            gnorm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in self.params if p.grad is not None))
+        gnorm = grad_norm(self.params, s.clip_norm, foreach=self.rt.device.type == "cuda")
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
         if self.rt.world > 1:  # log the loss of the whole world, not of this process's share
-            t = torch.tensor([total], dtype=torch.float64, device=self.rt.device)
-            torch.distributed.all_reduce(t)
-            total = float(t) / self.rt.world
+            total = total.double()  # type: ignore[union-attr]
+            torch.distributed.all_reduce(total)
+            total = total / self.rt.world
+        self.watch.update(total, step + 1)  # type: ignore[arg-type]
         self.step = step + 1
-        rec = {"step": self.step, "loss": total, "lr": lr, "grad_norm": float(gnorm), **_merge(logs)}
+        self.position = position
+        rec = {"step": self.step, "loss": total, "lr": lr, "grad_norm": gnorm, **_merge(logs)}
         self.tokens += int(rec.get("tokens", 0))
         return rec
 
+    def guarded_step(self, batches: list[Any], position: dict[str, Any] | None, first: bool) -> dict[str, Any]:
+        """`train_step`, with the answers to its failures: out of memory (what fits, on the first update of
+        this run), and torch.compile failing on its first call (the step reruns eagerly)."""
+        try:
+            return self.train_step(batches, position)
+        except WorkFailed:
+            raise
+        except Exception as e:
+            if is_oom(e):
+                self.optimizer.zero_grad(set_to_none=True)
+                if first and self.objective.batch_size:  # the first update: find what fits, before any
+                    raise batch_too_large(self.objective.batch_size, self.s.accumulate, self.largest_fitting_batch(),
+                                          "GPU" if self.rt.device.type == "cuda" else "CPU") from None
+                raise WorkFailed(f"out of memory at step {self.step + 1}; lower the batch size (--batch-size / "
+                                 "--max-tokens) and raise --accumulate, then rerun to resume") from None
+            if not (first and self.compiled):
+                raise
+            self.compile_failed(e)
+            return self.train_step(batches, position)
+
     # ---------------------------------------------------------------- evaluation
     def evaluate_and_save(self, log: Callable[[dict[str, Any]], None]) -> None:
-        objective_state = self.objective.state_dict()  # on every process: it may gather across them
+        self.watch.check(self.rt.amp)  # never a checkpoint of weights that a non-finite loss has updated
+        objective_state = self.objective_state()  # on every process: it may gather across them
         if self.rt.main:
             metrics = self.objective.evaluate(self.model)
             improved = metrics is None
@@ -243,18 +296,65 @@ class Trainer:
         return b
 
 
+class NonFinite:
+    """The first step whose loss was not finite, and that loss, kept on the device and read only by `check`."""
+
+    def __init__(self, device: torch.device):
+        self.step = torch.zeros((), dtype=torch.long, device=device)    # 0: none yet
+        self.loss = torch.zeros((), dtype=torch.float64, device=device)
+
+    def update(self, loss: torch.Tensor, step: int) -> None:
+        first = (self.step == 0) & ~torch.isfinite(loss)
+        self.step = torch.where(first, step, self.step)
+        self.loss = torch.where(first, loss.double(), self.loss)
+
+    def check(self, amp: torch.dtype | None = None) -> None:
+        """Raise WorkFailed if a loss was not finite: one host read."""
+        self.read({}, amp)
+
+    def read(self, rec: dict[str, Any], amp: torch.dtype | None = None) -> dict[str, Any]:
+        """`rec` with its device tensors as Python floats, read with this check in one host sync."""
+        out = read({**rec, "_bad_step": self.step, "_bad_loss": self.loss})
+        step, loss = int(out.pop("_bad_step")), out.pop("_bad_loss")
+        if step:
+            raise WorkFailed(f"the loss became {loss} at step {step} (lower --lr, raise --warmup"
+                             + (", or use --amp bf16/none)" if amp == torch.float16 else ")"))
+        return out
+
+
+def grad_norm(params: list[torch.nn.Parameter], clip_norm: float, foreach: bool) -> torch.Tensor:
+    """The global L2 norm of the gradients (a device tensor), clipping them to `clip_norm` when it is > 0."""
+    grads = [p.grad for p in params if p.grad is not None]
+    each = True if foreach else None  # (foreach kernels are the GPU's; on a CPU torch picks its own path)
+    if clip_norm > 0:
+        return torch.nn.utils.clip_grad_norm_(params, clip_norm, foreach=each)
+    return torch.nn.utils.get_total_norm(grads, foreach=each)
+
+
 def _merge(logs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Micro-batch logs of one update: tokens summed, other numbers averaged, the rest listed."""
+    """Micro-batch logs of one update: tokens summed, other numbers averaged (device tensors stay on the
+    device), the rest listed."""
     out: dict[str, Any] = {}
     for key in dict.fromkeys(k for d in logs for k in d):
         vals = [d[key] for d in logs if key in d]
         if key == "tokens":
             out[key] = int(sum(vals))
+        elif all(isinstance(v, torch.Tensor) for v in vals):
+            out[key] = torch.stack([v.float() for v in vals]).mean()
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
             out[key] = float(np.mean(vals))
         else:
             out[key] = vals if len(vals) > 1 else vals[0]
     return out
+
+
+def read(rec: dict[str, Any]) -> dict[str, Any]:
+    """A step record with its device tensors as Python floats: all of them in one host read."""
+    keys = [k for k, v in rec.items() if isinstance(v, torch.Tensor)]
+    if not keys:
+        return dict(rec)
+    values = torch.stack([rec[k].detach().double().reshape(()) for k in keys]).tolist()
+    return {**rec, **dict(zip(keys, values))}
 
 
 def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_dir: Path, rt: Runtime, *,
@@ -290,41 +390,38 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
             on_checkpoint({"step": t.step, "best_step": t.best.get("step")})
 
     start, tok0, t0 = t.step, t.tokens, time.time()
-    recent: list[float] = []
+    recent: list[float] = []  # the losses read at log steps (the bar shows their mean)
     bar = ui.progress(ui.text_column("{task.fields[info]}")) if rt.main else None
+    feed = Prefetcher(objective, settings.accumulate, t.step, settings.max_steps, settings.prefetch,
+                      pin=rt.device.type == "cuda")
     try:
         with bar if bar is not None else contextlib.nullcontext():
             task = bar.add_task(settings.label, total=settings.max_steps, completed=t.step, info="") if bar else None
             while t.step < settings.max_steps:
-                try:
-                    rec = t.train_step()
-                except Exception as e:
-                    if not is_oom(e):
-                        raise
-                    t.optimizer.zero_grad(set_to_none=True)
-                    if t.step == start and objective.batch_size:  # the first update: find what fits, before any
-                        raise batch_too_large(objective.batch_size, settings.accumulate, t.largest_fitting_batch(),
-                                              "GPU" if rt.device.type == "cuda" else "CPU") from None
-                    raise WorkFailed(f"out of memory at step {t.step + 1}; lower the batch size (--batch-size / "
-                                     "--max-tokens) and raise --accumulate, then rerun to resume") from None
-                recent = (recent + [rec["loss"]])[-50:]
+                batches, position = feed.get(t.step)
+                rec = t.guarded_step(to_device(batches, rt.device), position, first=t.step == start)
                 elapsed = time.time() - t0
                 tps = (t.tokens - tok0) / max(elapsed, 1e-9)
-                if bar is not None:
-                    bar.update(task, completed=t.step, info=f"loss {np.mean(recent):.3f} lr {rec['lr']:.2e} {tps:,.0f} tok/s")
                 if t.step % settings.log_every == 0 or t.step == settings.max_steps:
+                    rec = t.watch.read(rec, rt.amp)  # the record and the non-finite check: one host read
+                    recent = (recent + [rec["loss"]])[-5:]
                     log({"event": "train", **rec, "tokens_per_s": tps, "tokens_total": t.tokens, "elapsed_s": elapsed,
                          "world_size": rt.world})
+                if bar is not None:
+                    loss = f"loss {np.mean(recent):.3f} " if recent else ""
+                    bar.update(task, completed=t.step, info=f"{loss}lr {rec['lr']:.2e} {tps:,.0f} tok/s")
                 at_eval = (settings.eval_every and t.step % settings.eval_every == 0) or t.step == settings.max_steps
                 if at_eval:
                     t.evaluate_and_save(log)
                     checkpoint_hook()
                 elif settings.save_every and t.step % settings.save_every == 0:
-                    objective_state = objective.state_dict()
+                    t.watch.check(rt.amp)  # (as before every save)
+                    objective_state = t.objective_state()
                     if rt.main:
                         t.save("last", objective_state)
                     rt.barrier()
     finally:
+        feed.close()
         if out is not None:
             os.close(out)
     elapsed = time.time() - t0

@@ -3,6 +3,7 @@ run folder has a checkpoint), and keep the run's manifest current."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import shutil
@@ -37,7 +38,8 @@ def objective_class(name: str) -> Any:
 
 def settings(cfg: PretrainConfig) -> engine.Settings:
     return engine.Settings.from_config(cfg, max_steps=cfg.max_steps, lr=cfg.lr, accumulate=cfg.accumulate,
-                                       seed=cfg.seed, eval_every=cfg.eval_every, compile=cfg.compile, label="pretrain")
+                                       seed=cfg.seed, eval_every=cfg.eval_every, compile=cfg.compile,
+                                       prefetch=cfg.prefetch, label="pretrain")
 
 
 def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params: int,
@@ -53,6 +55,21 @@ def write_manifest(cfg: PretrainConfig, inp: PretrainInputs, mcfg: Any, n_params
     write_manifest_file(cfg.out, m)
 
 
+def resolved(cfg: PretrainConfig, inp: PretrainInputs, rt: Runtime, run_dir: Path) -> PretrainConfig:
+    """The config that runs: the automatic values for this device (`PretrainConfig.resolved`), and a --bptt the
+    validation data allows (the objective's `data_bptt`), each said in one line."""
+    cfg, notice = cfg.resolved(rt.device.type, outdir.read_marker(run_dir).get("config"))
+    if notice and rt.main:
+        ui.info(f"xlp pretrain {notice}")
+    fit = getattr(objective_class(cfg.objective), "data_bptt", None)
+    if fit is not None:
+        bptt, notice = fit(cfg, inp)
+        if notice and rt.main:
+            ui.warn(notice)
+        cfg = dataclasses.replace(cfg, bptt=bptt)
+    return cfg
+
+
 @outdir.scoped
 def run(cfg: PretrainConfig) -> dict[str, Any]:
     spec = PRETRAIN_OBJECTIVES[cfg.objective]
@@ -60,9 +77,20 @@ def run(cfg: PretrainConfig) -> dict[str, Any]:
                   cfg.objective)
     run_dir = Path(cfg.out)
     rt = Runtime.create(cfg.device, cfg.amp, cfg.num_threads)
+    cfg = resolved(cfg, inp, rt, run_dir)
+    fresh = not outdir.read_marker(run_dir)
     if rt.main:
         outdir.guard_out_dir(run_dir, STAGE, cfgmod.identity(cfg), force=cfg.force, owns=OWNS)
     rt.barrier()
+    try:
+        return _train(cfg, inp, rt, run_dir)
+    except BadInput:
+        if rt.main and fresh and ckpt.read_meta(run_dir / "checkpoints" / "last") is None:
+            outdir.unclaim(run_dir, OWNS)  # refused before it trained: the folder is not this config's
+        raise
+
+
+def _train(cfg: PretrainConfig, inp: PretrainInputs, rt: Runtime, run_dir: Path) -> dict[str, Any]:
     last = run_dir / "checkpoints" / "last"
     resuming = ckpt.read_meta(last) is not None
     if cfg.resume and not resuming:

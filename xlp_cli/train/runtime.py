@@ -1,6 +1,7 @@
 """Where and how a run executes: device, torchrun/DDP, mixed precision, seeds, barriers, out-of-memory hints.
 
     rt = Runtime.create(device="auto", amp="auto", threads=0)   # torchrun's env: one process per GPU / CPU share
+                                                                 # (on CUDA: TF32 matmuls allowed)
     rt.device, rt.rank, rt.world, rt.main, rt.amp               # amp: torch.bfloat16 / float16 on GPU, else None
     with rt.autocast(): ...                                      # CUDA autocast to rt.amp (nothing on CPU)
     scaler = rt.grad_scaler()                                    # enabled only for fp16
@@ -66,6 +67,9 @@ class Runtime:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
         dev = pick_device(device, local, world)
+        if dev.type == "cuda":  # TF32 for the float32 matmuls that autocast leaves (and for --amp none)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         if threads > 0:
             torch.set_num_threads(threads)
         if world > 1 and not dist.is_initialized():
@@ -87,11 +91,15 @@ class Runtime:
             dist.barrier()
 
     def wrap(self, module: torch.nn.Module, *, find_unused_parameters: bool = False) -> torch.nn.Module:
+        """DDP when world > 1, its gradients views of the all-reduce buckets (no second copy). Not
+        `static_graph`: a step's autograd graph changes with its data (XLP's projection runs once for a
+        monolingual batch, once per language for a pair; `no_sync` micro-batches), which DDP's static graph
+        refuses (an internal assert in torch 2.13, seen on gloo)."""
         if self.world == 1:
             return module
         return torch.nn.parallel.DistributedDataParallel(
             module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            find_unused_parameters=find_unused_parameters)
+            find_unused_parameters=find_unused_parameters, gradient_as_bucket_view=True)
 
     def amp_name(self) -> str:
         return "none" if self.amp is None else str(self.amp).replace("torch.", "")

@@ -10,26 +10,51 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
+from xlp_cli.artifacts.special_ids import PAD
 from xlp_cli.core.errors import BadInput
 
 
 @dataclasses.dataclass
 class Batch:
+    """A batch as the streams build it, on the host. What the training step needs to know about it on the host
+    (its real tokens, its languages) is counted here, once, in the input pipeline: never on the device."""
     ids: torch.Tensor                      # [B, T] long
     langs: torch.Tensor                    # [B, T] long (language index per token)
     positions: torch.Tensor | None         # [B, T] or None (0..T-1)
     pad_mask: torch.Tensor | None          # [B, T] True at padding, or None
     name: str                              # "en" or "en-fr"
+    n_tokens: int = -1                     # real (non-padding) tokens; counted from the host tensors
+    present: tuple[int, ...] = ()          # the language indices in `langs`, sorted; idem
 
-    @property
-    def n_tokens(self) -> int:
-        if self.pad_mask is None:
-            return self.ids.numel()
-        return int((~self.pad_mask).sum())
+    def __post_init__(self) -> None:
+        if self.n_tokens < 0:
+            self.n_tokens = self.ids.numel() if self.pad_mask is None else int((~self.pad_mask).sum())
+        if not self.present:
+            self.present = tuple(torch.unique(self.langs).tolist())
+
+    def padded(self, width: int) -> "Batch":
+        """The batch right-padded to `width` positions (a fixed shape for the GPU); unchanged if already."""
+        b, t = self.ids.shape
+        if t >= width:
+            return self
+        grow = lambda x, fill: torch.cat([x, x.new_full((b, width - t), fill)], dim=1)  # noqa: E731
+        pad = torch.zeros_like(self.ids, dtype=torch.bool) if self.pad_mask is None else self.pad_mask
+        positions = torch.arange(t).expand(b, t) if self.positions is None else self.positions
+        return Batch(grow(self.ids, PAD), grow(self.langs, self.present[0]), grow(positions, 0), grow(pad, True),
+                     self.name, self.n_tokens, self.present)
 
     def to(self, device: torch.device) -> "Batch":
         mv = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
-        return Batch(mv(self.ids), mv(self.langs), mv(self.positions), mv(self.pad_mask), self.name)
+        return Batch(mv(self.ids), mv(self.langs), mv(self.positions), mv(self.pad_mask), self.name,
+                     self.n_tokens, self.present)
+
+
+SHAPE_STEP = 32  # on a GPU, padded lengths are multiples of this: few distinct shapes, little padding
+
+
+def bucket(n: int, step: int) -> int:
+    """`n` rounded up to a multiple of `step` (1: unchanged)."""
+    return -(-n // step) * step
 
 
 def row_groups(paths: list[Path]) -> list[tuple[Path, int, int]]:

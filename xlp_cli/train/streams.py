@@ -175,43 +175,59 @@ class PairStream(RowCursor):
         check_ids(v2, self.vocab_size, path, rg)
         rng = self.row_rng()
         order, swap = rng.permutation(len(o1) - 1), rng.random(len(o1) - 1) < 0.5
-        self._loaded = (key, (v1, o1), (v2, o2), order[self.share[0]::self.share[1]], swap)
+        # both sides' tokens in one array, side 2's offsets shifted past side 1's (one gather per batch)
+        self._loaded = (key, np.concatenate([v1, v2]), o1, o2 + len(v1), order[self.share[0]::self.share[1]], swap)
         return self._loaded[1:]
 
     def next_batch(self, batch_size: int) -> Batch:
-        rows: list[tuple[np.ndarray, np.ndarray, bool]] = []
-        while len(rows) < batch_size:
-            (v1, o1), (v2, o2), order, swap = self._load()
+        """The next `batch_size` pairs (crossing into the next row groups as needed)."""
+        parts: list[tuple[np.ndarray, ...]] = []
+        need = batch_size
+        while need:
+            values, o1, o2, order, swap = self._load()
             if self.row_pos >= len(order):
                 self.next_group()
                 continue
-            r = int(order[self.row_pos])
-            rows.append((v1[o1[r]:o1[r + 1]], v2[o2[r]:o2[r + 1]], bool(swap[r])))
-            self.row_pos += 1
-        return self._collate(rows)
+            r = order[self.row_pos: self.row_pos + need]
+            self.row_pos += len(r)
+            need -= len(r)
+            parts.append((values, o1[r], o1[r + 1] - o1[r], o2[r], o2[r + 1] - o2[r], swap[r]))
+        if len(parts) > 1:  # rows from several row groups: one values array, later starts shifted
+            base = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+            parts = [(p[0], p[1] + b, p[2], p[3] + b, p[4], p[5]) for p, b in zip(parts, base)]
+            values = np.concatenate([p[0] for p in parts])
+        else:
+            values = parts[0][0]
+        s1, n1, s2, n2, sw = (np.concatenate([p[i] for p in parts]) for i in range(1, 6))
+        return self._collate(values, s1, n1, s2, n2, sw)
 
-    def _collate(self, rows: list[tuple[np.ndarray, np.ndarray, bool]]) -> Batch:
-        seqs, poss, lngs = [], [], []
-        for s1, s2, swap in rows:
-            (a, la), (b, lb) = (s1, self.lang_indices[0]), (s2, self.lang_indices[1])
-            if swap:
-                (a, la), (b, lb) = (b, lb), (a, la)
-            seg1 = np.concatenate([[EOS_INDEX], a[: self.max_side], [EOS_INDEX]])
-            seg2 = np.concatenate([[EOS_INDEX], b[: self.max_side], [EOS_INDEX]])
-            seqs.append(np.concatenate([seg1, seg2]))
-            poss.append(np.concatenate([np.arange(len(seg1)), np.arange(len(seg2))]))
-            lngs.append(np.concatenate([np.full(len(seg1), la), np.full(len(seg2), lb)]))
-        t = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), t), PAD_INDEX, dtype=torch.long)
-        pos = torch.zeros((len(seqs), t), dtype=torch.long)
-        lng = torch.zeros((len(seqs), t), dtype=torch.long)
-        pad = torch.ones((len(seqs), t), dtype=torch.bool)
-        for i, (s, p, lg) in enumerate(zip(seqs, poss, lngs)):
-            n = len(s)
-            ids[i, :n], pos[i, :n], lng[i, :n], pad[i, :n] = (torch.from_numpy(s), torch.from_numpy(p),
-                                                              torch.from_numpy(lg), False)
-            lng[i, n:] = lg[-1]
-        return Batch(ids, lng, pos, pad, self.pair)
+    def _collate(self, values: np.ndarray, s1: np.ndarray, n1: np.ndarray, s2: np.ndarray, n2: np.ndarray,
+                 swap: np.ndarray) -> Batch:
+        """`</s> a </s> </s> b </s>` per row, right-padded: a and b are the two sides (side 2 first where `swap`),
+        each `values[start: start + n]` cut to `max_side`. Positions restart at each segment; each token has its
+        segment's language, padding the last one's. Vectorized over the batch: the input pipeline builds one of
+        these per step (`benchmarks/data_throughput.py`)."""
+        swap = swap.astype(bool)
+        first_start, first_n = np.where(swap, s2, s1), np.minimum(np.where(swap, n2, n1), self.max_side)
+        second_start, second_n = np.where(swap, s1, s2), np.minimum(np.where(swap, n1, n2), self.max_side)
+        l1 = first_n + 2
+        lengths = l1 + second_n + 2
+        t = int(lengths.max())
+        col = np.arange(t)[None, :]
+        real = col < lengths[:, None]
+        in_first = col < l1[:, None]
+        ids = np.full((len(lengths), t), PAD_INDEX, dtype=np.int64)
+        ids[real] = EOS_INDEX  # every segment starts and ends with </s>; the words overwrite the inside
+        words = (col >= 1) & (col <= first_n[:, None])
+        ids[words] = values[(first_start[:, None] + col - 1)[words]]
+        words = (col >= l1[:, None] + 1) & (col < lengths[:, None] - 1)
+        ids[words] = values[(second_start[:, None] + col - l1[:, None] - 1)[words]]
+        langs = np.array(self.lang_indices, dtype=np.int64)
+        la, lb = langs[swap.astype(np.int64)][:, None], langs[1 - swap.astype(np.int64)][:, None]
+        pos = np.where(in_first, col, col - l1[:, None]) * real
+        lng = np.where(in_first & real, la, lb)
+        return Batch(torch.from_numpy(ids), torch.from_numpy(lng), torch.from_numpy(pos), torch.from_numpy(~real),
+                     self.pair)
 
 
 def sampling_probs(sizes: list[int], alpha: float) -> np.ndarray:

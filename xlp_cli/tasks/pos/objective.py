@@ -51,11 +51,12 @@ class Tag(Epochs):
         yield ids, mask, pd.pad_labels([self.labels[r] for r in rows], ids.shape[1])
 
     def loss(self, model: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict[str, Any]]:
+        counts = {"tokens": int((~b[1]).sum()) * self.rt.world, "words": int((b[2] != pd.IGNORE).sum())}  # (host)
         ids, mask, y = (t.to(self.rt.device) for t in b)
         langs = torch.full((ids.shape[0],), self.train_lang, dtype=torch.long, device=ids.device)
         logits = model(ids, langs, mask)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=pd.IGNORE)
-        return loss, {"tokens": int((~mask).sum()) * self.rt.world, "words": int((y != pd.IGNORE).sum())}
+        return loss, counts
 
     def evaluate(self, model: torch.nn.Module) -> dict[str, Any]:
         pred = predict(model, self.select, self.select_lang, self.rt.device, self.eval_batch_size)

@@ -113,7 +113,7 @@ class Unmt(Objective):
                 noisy, clean = (t.to(dev) for t in part["ae"])
                 loss, k = seq2seq_loss(model, noisy, me, clean, me, eps)
                 total, tokens = total + w["ae"] * loss, tokens + k
-                logs[f"ae_{lang}"] = float(loss.detach())
+                logs[f"ae_{lang}"] = loss.detach()  # read at log steps (engine)
             if "bt" in part:
                 x, seed = part["bt"]
                 x = x.to(dev)
@@ -123,13 +123,13 @@ class Unmt(Objective):
                 y = back_translate(model, x, me, other, self.cfg.bt_temperature, gen)
                 loss, k = seq2seq_loss(model, y, other, x, me, eps)
                 total, tokens = total + w["bt"] * loss, tokens + k
-                logs[f"bt_{lang}"] = float(loss.detach())
+                logs[f"bt_{lang}"] = loss.detach()
             if "mlm" in part:
                 pad, inputs, gold, pred = (t.to(dev) for t in part["mlm"])
                 logits = model.xlm_encoder(inputs, torch.full((inputs.size(0),), me, device=dev), None, pad, pred)
                 loss = F.cross_entropy(logits.float(), gold[pred])
                 total = total + w["mlm"] * loss
-                logs[f"mlm_{lang}"] = float(loss.detach())
+                logs[f"mlm_{lang}"] = loss.detach()
         return total, {"tokens": tokens * self.rt.world, **logs}
 
     # ---------------------------------------------------------------- state, validation

@@ -98,11 +98,10 @@ class Classify(Epochs):
         yield *inputs, torch.from_numpy(self.labels[rows])
 
     def loss(self, model: torch.nn.Module, b: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, dict[str, Any]]:
+        tokens = int((~b[2]).sum()) + (int((~b[5]).sum()) if self.pairs else 0)  # counted on the host
         *inputs, y = (t.to(self.rt.device) for t in b)
-        tokens = int((~inputs[2]).sum())
         if self.pairs:  # plug-in: the label of x from [h_x; s_x] and of its translation y from [h_y; s_y]
             logits, y = model(*inputs, both=True), torch.cat([y, y])
-            tokens += int((~inputs[5]).sum())
         else:
             logits = model(*inputs)
         return F.cross_entropy(logits, y), {"tokens": tokens * self.rt.world, "examples": len(y)}

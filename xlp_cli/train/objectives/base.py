@@ -9,6 +9,7 @@
         def evaluate(self, model): ...               # -> {"loss": ..., ...} or None (rank 0, no gradients)
         def state_dict(self) / load_state_dict(s)   # the data position, JSON-able, saved in meta.json;
                                                      # state_dict runs on every process (it may gather)
+        prefetch = True; def data_position(self): ...  # optional: batches built ahead (`train/prefetch.py`)
 
 - `micro_batches` must be a pure function of (seed, step, rank or data slot) and the objective's state, and must advance that
   state, so a resumed run draws the same batches (`runtime.step_seed` seeds any randomness: masking, noise).
@@ -17,6 +18,13 @@
   `model.eval()` before the training forward (on-the-fly back-translation); it must restore `model.train()`.
   The "tokens" it reports are the tokens of this micro-batch summed over all processes.
 - `evaluate` returns None when there is nothing to validate on (the latest checkpoint is then the best).
+- The training step never reads a number from the device: `loss` returns device tensors in its info (never
+  `float(...)`), and what it must know on the host (token counts, languages, how many tokens are predicted)
+  comes with the batch, counted by `micro_batches`. The engine reads everything at once at log steps.
+- `prefetch = True` lets the engine build the batches of the coming steps in a worker thread. It needs
+  `micro_batches` to touch nothing but the objective's data position and explicit generators, and
+  `data_position()` to return that position (this process's, JSON-able, without collectives);
+  `state_dict(position)` turns a snapshot of it into the checkpoint's state (gathering across processes).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ class Objective:
     maximize: bool = False
     find_unused_parameters: bool = False  # DDP must look for parameters a step leaves without a gradient
     batch_size: int = 0                    # for the out-of-memory hint (0: no batch-size search)
+    prefetch: bool = False                 # micro_batches may run ahead in a worker thread (see above)
 
     def micro_batches(self, step: int, n: int) -> Iterable[Any]:
         raise NotImplementedError
@@ -41,7 +50,13 @@ class Objective:
     def evaluate(self, model: torch.nn.Module) -> dict[str, Any] | None:
         return None
 
-    def state_dict(self) -> dict[str, Any]:
+    def data_position(self) -> dict[str, Any] | None:
+        """This process's data position now (a prefetching objective's snapshot after each step's batches)."""
+        return None
+
+    def state_dict(self, position: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The state a checkpoint records; `position`: a `data_position()` snapshot to record instead of the
+        current one (the input pipeline may have built batches past the last step trained)."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -12,6 +12,8 @@ with the lowest mean loss over languages.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from typing import Any, Iterator
 
@@ -24,10 +26,10 @@ from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.train.data import PretrainData, valid_batches
-from xlp_cli.train.masking import mask_scores, mask_tokens
+from xlp_cli.train.masking import capacity, mask_scores, mask_tokens, prediction_slots
 from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.runtime import Runtime, step_seed
-from xlp_cli.train.shards import Batch
+from xlp_cli.train.shards import SHAPE_STEP, Batch, bucket
 
 
 def _stream_tokens(paths: list[Any]) -> int:
@@ -53,14 +55,29 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclasses.dataclass
+class Masked:
+    """One masked micro-batch, built on the host by the input pipeline: the batch, its corrupted inputs, the
+    targets (the original ids), the prediction mask [B, T], and the same set as fixed slots: their flat
+    positions and targets (`masking.prediction_slots`; unused slots have the target IGNORE)."""
+    batch: Batch
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    pred: torch.Tensor
+    index: torch.Tensor
+    gold: torch.Tensor
+
+
 class MaskedLM(Objective):
     metric, maximize = "loss", False
+    prefetch = True
 
     def __init__(self, cfg: Any, inputs: Any, valid: dict[str, list[Batch]], langs: list[str],
                  vocab_size: int, mask_weights: torch.Tensor | None, rt: Runtime):
         self.cfg, self.inputs, self.valid, self.langs, self.rt = cfg, inputs, valid, langs, rt
         self.vocab_size, self.mask_weights = vocab_size, mask_weights
         self.batch_size = cfg.batch_size
+        self.shape_step = SHAPE_STEP if rt.device.type == "cuda" else 1  # padded lengths: multiples of this
         self.data = self._data(cfg.data_slots or rt.world)
 
     def _data(self, slots: int) -> PretrainData:
@@ -75,6 +92,25 @@ class MaskedLM(Objective):
         for stream in [*data.mono.values(), *data.pairs.values()]:
             stream._load()  # reads the first row group: catches ids outside the dictionary before training
         return data
+
+    @classmethod
+    def data_bptt(cls, cfg: Any, inputs: Any) -> tuple[int, str]:
+        """The --bptt the validation data allows, and a notice ("" when it is --bptt). A --bptt longer than the
+        whole valid split of every language would leave nothing to validate (`best` would be a guess): it falls
+        back to the largest power of two (at least 8) that fits the shortest valid split, or the longest when the
+        shortest is under 8 tokens, so that languages are validated. No valid split at all: --bptt stays."""
+        tokens = {lang: _stream_tokens(paths) for lang in inputs.langs
+                  for paths in [shard_paths(inputs.ids_dir / "valid" / lang)] if paths}
+        if not tokens or max(tokens.values()) + 1 >= cfg.bptt:  # (a stream starts with </s>: one token more)
+            return cfg.bptt, ""
+        longest, shortest = max(tokens.values()), min(tokens.values())
+        if longest < 8:
+            raise BadInput(f"the valid split of every language has fewer than 8 tokens (the longest: {longest}): "
+                           "nothing could be validated; prepare more data", path=inputs.ids_dir / "valid")
+        fits = shortest if shortest >= 8 else longest
+        bptt = 2 ** (fits.bit_length() - 1)  # the largest power of two <= fits
+        return bptt, (f"--bptt {cfg.bptt} is longer than the whole valid split of every language (the longest has "
+                      f"{longest} tokens): using --bptt {bptt}")
 
     @classmethod
     def create(cls, cfg: Any, inputs: Any, model: torch.nn.Module, rt: Runtime) -> "MaskedLM":
@@ -100,33 +136,47 @@ class MaskedLM(Objective):
         return cls(cfg, inputs, valid, inputs.langs, vocab_size, weights, rt)
 
     # ---------------------------------------------------------------- training
-    def micro_batches(self, step: int, n: int) -> Iterator[tuple[Batch, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    def masked(self, batch: Batch, gen: torch.Generator) -> "Masked":
+        """A micro-batch of the training step: `batch` masked, its prediction set as fixed slots. On a GPU a
+        pair batch is padded to a multiple of `shape_step` (32) first, at most --bptt, so the steps have a few
+        shapes only (`torch.compile` compiles each once)."""
+        cfg = self.cfg
+        if self.shape_step > 1 and batch.pad_mask is not None:
+            batch = batch.padded(min(cfg.bptt, bucket(batch.ids.shape[1], self.shape_step)))
+        inputs, targets, pred = mask_tokens(batch.ids, batch.pad_mask, gen, self.vocab_size, cfg.word_pred,
+                                            tuple(cfg.mask_probs), self.mask_weights)
+        index, gold = prediction_slots(pred, targets, capacity(cfg.word_pred, tuple(batch.ids.shape)))
+        return Masked(batch, inputs, targets, pred, index, gold)
+
+    def micro_batches(self, step: int, n: int) -> Iterator["Masked"]:
         cfg = self.cfg
         for micro in range(n):
             for slot, batch in self.data.next_batches(step, micro, cfg.batch_size):
-                gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, micro, slot, 11))
-                inputs, targets, pred = mask_tokens(batch.ids, batch.pad_mask, gen, self.vocab_size, cfg.word_pred,
-                                                    tuple(cfg.mask_probs), self.mask_weights)
-                yield batch, inputs, targets, pred
+                yield self.masked(batch, torch.Generator().manual_seed(step_seed(cfg.seed, step, micro, slot, 11)))
 
     def _logits(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
         dev = self.rt.device
         return model(inputs.to(dev), batch.langs.to(dev), None if batch.positions is None else batch.positions.to(dev),
-                     None if batch.pad_mask is None else batch.pad_mask.to(dev), pred.to(dev))
+                     None if batch.pad_mask is None else batch.pad_mask.to(dev), pred.to(dev), present=batch.present)
+
+    def slot_loss(self, model: torch.nn.Module, mb: "Masked") -> torch.Tensor:
+        """The mean cross-entropy over the masked tokens, from the fixed prediction slots (no host sync)."""
+        logits = self._logits(model, mb.batch, mb.inputs, mb.index.to(self.rt.device))
+        return F.cross_entropy(logits.float(), mb.gold.to(self.rt.device))
 
     def loss(self, model: torch.nn.Module, mb: Any) -> tuple[torch.Tensor, dict[str, Any]]:
-        batch, inputs, targets, pred = mb
-        logits = self._logits(model, batch, inputs, pred)
-        tgt = targets.to(self.rt.device)[pred.to(self.rt.device)]
-        return F.cross_entropy(logits.float(), tgt), {"tokens": self.global_tokens(batch), "batches": batch.name}
+        return self.slot_loss(model, mb), {"tokens": self.global_tokens(mb.batch), "batches": mb.batch.name}
 
     def global_tokens(self, batch: Batch) -> int:
         """The tokens of this micro-batch over all processes (slots per process: the global count from this one)."""
         return batch.n_tokens * (self.data.slots // len(self.data.local))
 
-    def state_dict(self) -> dict[str, Any]:
+    def data_position(self) -> dict[str, Any]:
+        return self.data.state()
+
+    def state_dict(self, position: dict[str, Any] | None = None) -> dict[str, Any]:
         """Every slot's stream position (gathered from all processes: call it on every process)."""
-        state = self.data.state()
+        state = copy.deepcopy(position) if position is not None else self.data.state()
         if self.rt.world > 1:
             import torch.distributed as dist
 
@@ -172,5 +222,6 @@ class MaskedLM(Objective):
     def probe_loss(self, model: torch.nn.Module, batch_size: int) -> torch.Tensor:
         dev, bptt = self.rt.device, self.cfg.bptt
         ids = torch.randint(N_SPECIAL, self.vocab_size, (batch_size, bptt), device=dev)
-        pred = torch.rand(ids.shape, device=dev) < self.cfg.word_pred
-        return F.cross_entropy(model(ids, torch.zeros_like(ids), None, None, pred).float(), ids[pred])
+        index = torch.randint(0, ids.numel(), (capacity(self.cfg.word_pred, tuple(ids.shape)),), device=dev)
+        logits = model(ids, torch.zeros_like(ids), None, None, index, present=(0,))
+        return F.cross_entropy(logits.float(), ids.reshape(-1).index_select(0, index))

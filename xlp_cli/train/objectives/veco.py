@@ -3,7 +3,8 @@
     objective = CrossAttentionMLM.create(cfg, inputs, model, rt)   # --objective ca-mlm | tlm+ca-mlm | mlm+ca-mlm
 
 A micro-batch is a batch of pairs (x, y) in TLM layout (`train/streams.py`: parallel pairs, or for `mlm+ca-mlm`
-adjacent sentences of one language), masked once as TLM masks it (`--word-pred`, 80/10/10). The pair is cut
+adjacent sentences of one language), masked once as TLM masks it (80/10/10; parallel pairs at `--pair-word-pred`,
+default 25% as VECO Table 8, adjacent sentences at `--word-pred`). The pair is cut
 into its two sides, which run as one batch of 2B rows through the encoder twice (`models/veco.py`):
     h = self-attention only                 -> -log P(x | x^) - log P(y | y^)            (Eq. 10, 11)
     s = + cross-attention to sg(h^L) of the partner side -> -log P(x | y^, x^) - log P(y | x^, y^)   (Eq. 12, 13)
@@ -19,6 +20,7 @@ loss_h of the valid pairs picks the best checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Iterator
 
@@ -30,18 +32,19 @@ from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.artifacts.special_ids import N_SPECIAL, PAD
 from xlp_cli.models.veco import Side, streams
 from xlp_cli.train.adjacent import AdjacentStream
-from xlp_cli.train.masking import mask_tokens
+from xlp_cli.train.masking import mask_tokens, prediction_slots
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
 from xlp_cli.train.objectives.mlm import MaskedLM
 from xlp_cli.train.runtime import Runtime, step_seed
-from xlp_cli.train.shards import Batch
+from xlp_cli.train.shards import Batch, bucket
 from xlp_cli.train.streams import PairStream
 
 
-def split_pair(batch: Batch, inputs: torch.Tensor, targets: torch.Tensor, pred: torch.Tensor
+def split_pair(batch: Batch, inputs: torch.Tensor, targets: torch.Tensor, pred: torch.Tensor, step: int = 1
                ) -> tuple[Side, torch.Tensor, torch.Tensor]:
     """A TLM-layout batch `</s> x </s> </s> y </s>` -> its sides stacked as [x; y] (2B rows, each side from
-    position 0), with the targets and prediction mask cut the same way."""
+    position 0, the width a multiple of `step`), with the targets and prediction mask cut the same way. On the
+    host."""
     assert batch.positions is not None and batch.pad_mask is not None, "a pair batch (TLM layout)"
     b, t = inputs.shape
     length = (~batch.pad_mask).sum(1)
@@ -49,7 +52,7 @@ def split_pair(batch: Batch, inputs: torch.Tensor, targets: torch.Tensor, pred: 
     restart[:, 0] = False
     start = restart.long().argmax(1)                       # where y begins
     sides = [(torch.zeros_like(start), start), (start, length - start)]
-    width = int(max(int(n.max()) for _, n in sides))
+    width = bucket(max(int(n.max()) for _, n in sides), step)
     ar = torch.arange(width)[None]
 
     def cut(x: torch.Tensor, fill: Any) -> torch.Tensor:
@@ -60,7 +63,7 @@ def split_pair(batch: Batch, inputs: torch.Tensor, targets: torch.Tensor, pred: 
         return torch.cat(parts)
 
     pad = torch.cat([~(ar < n[:, None]).expand(b, -1) for _, n in sides])
-    pair = Side(cut(inputs, PAD), cut(batch.langs, 0), cut(batch.positions, 0), pad)
+    pair = Side(cut(inputs, PAD), cut(batch.langs, batch.present[0]), cut(batch.positions, 0), pad, batch.present)
     return pair, cut(targets, PAD), cut(pred, False)
 
 
@@ -73,15 +76,33 @@ def pair_losses(model: torch.nn.Module, pair: Side, targets: torch.Tensor, pred:
     return ce[0], ce[1], int(pred.sum())
 
 
+def slot_pair_losses(model: torch.nn.Module, pair: Side, index: torch.Tensor, gold: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`pair_losses` of the training step: the prediction set as fixed slots (`masking.prediction_slots`: flat
+    positions and targets), so no host sync and fixed shapes."""
+    h, s = streams(model, pair)
+    out = []
+    for z in (h, s):
+        states = model.token_states(z)
+        logits = model.mlm_logits(states.reshape(-1, states.shape[-1]).index_select(0, index))
+        out.append(F.cross_entropy(logits.float(), gold))
+    return out[0], out[1]
+
+
 class CrossAttentionMLM(MaskedLM):
     with_tlm = False
     valid_pairs: dict[str, list[Batch]]
+    mono_cfg: Any = None
 
     @classmethod
     def create(cls, cfg: Any, inputs: Any, model: torch.nn.Module, rt: Runtime) -> "CrossAttentionMLM":
         if not getattr(model.config, "cross_attention", False):
             raise ValueError("CA-MLM needs an encoder with cross_attention=True")
+        mono_cfg = cfg
+        if not PRETRAIN_OBJECTIVES[cfg.objective].adjacent:  # parallel pairs: VECO Table 8's bilingual mask rate
+            cfg = dataclasses.replace(cfg, word_pred=cfg.pair_word_pred)
         obj = super().create(cfg, inputs, model, rt)
+        obj.mono_cfg = mono_cfg  # the monolingual validation masks at --word-pred, as MLM/TLM runs do
         obj.with_tlm = PRETRAIN_OBJECTIVES[cfg.objective].with_tlm
         obj.valid_pairs = {}
         if rt.main:
@@ -98,26 +119,34 @@ class CrossAttentionMLM(MaskedLM):
         return obj
 
     def micro_batches(self, step: int, n: int) -> Iterator[tuple[Any, ...]]:
-        for batch, inputs, targets, pred in super().micro_batches(step, n):
-            yield batch, inputs, targets, pred, split_pair(batch, inputs, targets, pred)
+        """MLM/TLM's masked micro-batch and its sides (on a GPU a multiple of 16 wide: few shapes), with the
+        same prediction set as slots of the side layout."""
+        step_width = max(1, self.shape_step // 2)
+        for mb in super().micro_batches(step, n):
+            pair, tgt, prd = split_pair(mb.batch, mb.inputs, mb.targets, mb.pred, step_width)
+            yield mb, pair, prediction_slots(prd, tgt, len(mb.index))
 
-    def loss(self, model: torch.nn.Module, mb: Any) -> tuple[torch.Tensor, dict[str, Any]]:
-        batch, inputs, targets, pred, (pair, tgt, prd) = mb
+    def loss(self, model: torch.nn.Module, item: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        mb, pair, (index, gold) = item
         dev = self.rt.device
-        pair = Side(*(t.to(dev) for t in (pair.ids, pair.langs, pair.positions, pair.pad_mask)))
-        lh, ls, _ = pair_losses(model, pair, tgt.to(dev), prd.to(dev))
+        pair = Side(*(t.to(dev) for t in (pair.ids, pair.langs, pair.positions, pair.pad_mask)), pair.present)
+        lh, ls = slot_pair_losses(model, pair, index.to(dev), gold.to(dev))
         total = lh + ls
-        info: dict[str, Any] = {"tokens": self.global_tokens(batch), "batches": batch.name,
-                                "loss_h": float(lh.detach()), "loss_s": float(ls.detach())}
+        info: dict[str, Any] = {"tokens": self.global_tokens(mb.batch), "batches": mb.batch.name,
+                                "loss_h": lh.detach(), "loss_s": ls.detach()}
         if self.with_tlm:
-            lt, _ = super().loss(model, (batch, inputs, targets, pred))
+            lt = self.slot_loss(model, mb)
             total = total + lt
-            info["loss_tlm"] = float(lt.detach())
+            info["loss_tlm"] = lt.detach()
         return total, info
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> dict[str, Any] | None:
-        out = super().evaluate(model)
+        pair_cfg, self.cfg = self.cfg, self.mono_cfg  # monolingual windows: comparable with MLM/TLM runs
+        try:
+            out = super().evaluate(model)
+        finally:
+            self.cfg = pair_cfg
         if not self.valid_pairs:
             return out
         model.eval()
