@@ -246,11 +246,15 @@ def test_ctrl_c_during_imports_is_one_line(tmp_path):
     full = took(str(script), "--version")
     for k in range(5):
         delay = bare * 1.5 + k * max(full - bare * 1.5, 0.05) / 4
-        p = subprocess.Popen([str(script), "vocab-score", "--data", str(tmp_path), "--out", str(tmp_path / "v")],
-                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
-        time.sleep(delay)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=120)
+        for _ in range(4):  # a loaded machine can still be starting the interpreter itself at `delay`: later again
+            p = subprocess.Popen([str(script), "vocab-score", "--data", str(tmp_path), "--out", str(tmp_path / "v")],
+                                 stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+            time.sleep(delay)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=120)
+            if "init_import_site" not in err:  # (Python's own start-up, before any xlp code: not covered)
+                break
+            delay += bare
         assert "Traceback" not in err, (delay, err)
         # 2: it had reached the bad --data already; -2: the signal came while Python was exiting after that
         assert p.returncode in (130, 2, -2), (delay, p.returncode, err)
