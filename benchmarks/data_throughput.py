@@ -33,13 +33,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xlp_cli.core import config as cfgmod  # noqa: E402
-from xlp_cli.models.encoder import TransformerEncoder  # noqa: E402
-from xlp_cli.models.encoding_registry import spec as encoding_spec  # noqa: E402
 from xlp_cli.train.config import PretrainConfig  # noqa: E402
-from xlp_cli.train.inputs import resolve  # noqa: E402
-from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES  # noqa: E402
-from xlp_cli.train.objectives.encoder import model_config  # noqa: E402
-from xlp_cli.train.pretrain import objective_class  # noqa: E402
+from xlp_cli.train import pretrain  # noqa: E402
 from xlp_cli.train.runtime import Runtime  # noqa: E402
 from xlp_cli.train.shards import SHAPE_STEP  # noqa: E402
 
@@ -50,15 +45,9 @@ def build_objective(name: str, args: argparse.Namespace):
     cfg = cfgmod.from_dict(PretrainConfig, {"data": [str(args.data / "ids"), str(args.data / "vocab")], "objective": name,
                                        "preset": "tiny", "bptt": args.bptt, "batch_size": args.tokens // args.bptt,
                                        "accumulate": 1, "lang_encoding": "xlp", "seed": 1})
-    spec = PRETRAIN_OBJECTIVES[name]
-    inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding, encoding_spec(cfg.lang_encoding).options_from(cfg),
-                  name)
-    rt = Runtime(torch.device("cpu"))
-    cls = objective_class(name)
-    builder = getattr(cls, "build_model", None)
-    model = builder(cfg, inp) if builder else TransformerEncoder(model_config(cfg, len(inp.dictionary), inp.langs),
-                                                                 vocab_ids=inp.vocab_ids)
-    obj = cls.create(cfg, inp, model, rt)
+    inp = pretrain.inputs(cfg)
+    obj = pretrain.objective_class(name).create(cfg, inp, pretrain.build_model(cfg, inp, torch.device("cpu")),
+                                                Runtime(torch.device("cpu")))
     if args.device_shapes == "cuda":  # build what a GPU run builds (its padded shapes) without a GPU
         obj.shape_step = SHAPE_STEP
     return obj

@@ -45,13 +45,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from xlp_cli.core import config as cfgmod  # noqa: E402
-from xlp_cli.models.encoder import TransformerEncoder  # noqa: E402
-from xlp_cli.models.encoding_registry import ENCODINGS, spec as encoding_spec  # noqa: E402
+from xlp_cli.models.encoding_registry import ENCODINGS  # noqa: E402
 from xlp_cli.train import engine, pretrain  # noqa: E402
 from xlp_cli.train.config import PretrainConfig  # noqa: E402
-from xlp_cli.train.inputs import resolve  # noqa: E402
 from xlp_cli.train.masking import capacity  # noqa: E402
-from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES  # noqa: E402
 from xlp_cli.train.objectives.encoder import model_config  # noqa: E402
 from xlp_cli.train.prefetch import Prefetcher, to_device  # noqa: E402
 from xlp_cli.train.runtime import Runtime  # noqa: E402
@@ -108,12 +105,9 @@ class Proof:
         return cfgmod.from_dict(PretrainConfig, values)
 
     def trainer(self, cfg: PretrainConfig) -> tuple[engine.Trainer, Any]:
-        spec = PRETRAIN_OBJECTIVES[cfg.objective]
-        inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding,
-                      encoding_spec(cfg.lang_encoding).options_from(cfg), cfg.objective)
-        torch.manual_seed(cfg.seed)
-        model = TransformerEncoder(model_config(cfg, len(inp.dictionary), inp.langs), vocab_ids=inp.vocab_ids)
-        model = model.to(self.rt.device)
+        """`xlp pretrain`'s own model and objective for `cfg`, in a trainer (and the run's inputs)."""
+        inp = pretrain.inputs(cfg)
+        model = pretrain.build_model(cfg, inp, self.rt.device)
         objective = pretrain.objective_class(cfg.objective).create(cfg, inp, model, self.rt)
         return engine.Trainer(objective, model, pretrain.settings(cfg), self.tmp / "run", self.rt, {}), inp
 
@@ -272,25 +266,12 @@ class Proof:
         for objective in ("mlm+tlm", "tlm+ca-mlm", "mass"):
             enc = "xlp" if objective != "tlm+ca-mlm" else "additive"
             cfg = self.config(preset="tiny" if self.args.smoke else "small", objective=objective, lang_encoding=enc)
-            t = self.trainer_for(cfg)
+            t, _ = self.trainer(cfg)
             r = self.time_steps(t, max(4, self.args.steps // 2), 3, count_syncs=True)
             rows.append({"objective": objective, "encoding": enc, **r})
             print(f"  {objective:<11} {enc:<8} host syncs per step: {r.get('syncs_per_step', 'n/a (CPU)')}", flush=True)
             del t
             self.free()
-
-    def trainer_for(self, cfg: PretrainConfig) -> engine.Trainer:
-        """A trainer for any objective (MASS builds its own encoder-decoder)."""
-        cls = pretrain.objective_class(cfg.objective)
-        if not hasattr(cls, "build_model"):
-            return self.trainer(cfg)[0]
-        spec = PRETRAIN_OBJECTIVES[cfg.objective]
-        inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding,
-                      encoding_spec(cfg.lang_encoding).options_from(cfg), cfg.objective)
-        torch.manual_seed(cfg.seed)
-        model = cls.build_model(cfg, inp).to(self.rt.device)
-        return engine.Trainer(cls.create(cfg, inp, model, self.rt), model, pretrain.settings(cfg), self.tmp / "run",
-                              self.rt, {})
 
     def real_pretraining(self) -> None:
         a = self.args

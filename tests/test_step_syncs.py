@@ -201,31 +201,17 @@ def test_a_kill_while_batches_are_built_ahead_resumes_bitwise(tmp_path, depth) -
 # ---------------------------------------------------------------- the GPU's padded shapes change no loss
 def _objective(ids: Path, vocab: Path, name: str, shape_step: int):
     from xlp_cli.core import config as cfgmod
-    from xlp_cli.models.encoding_registry import spec as encoding_spec
+    from xlp_cli.train import pretrain
     from xlp_cli.train.config import PretrainConfig
-    from xlp_cli.train.inputs import resolve
-    from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
-    from xlp_cli.train.objectives.encoder import model_config
-    from xlp_cli.train.pretrain import objective_class
 
     cfg = cfgmod.from_dict(PretrainConfig, {"data": [str(ids), str(vocab)], "objective": name, "preset": "tiny",
                                             "bptt": 32, "batch_size": 4, "accumulate": 1, "lang_encoding": "xlp",
                                             "dropout": 0.0, "attention_dropout": 0.0, "seed": 2})
-    inp = resolve(cfg.data, cfg.lang, PRETRAIN_OBJECTIVES[name].needs, "xlp", encoding_spec("xlp").options_from(cfg),
-                  name)
-    cls = objective_class(name)
-    torch.manual_seed(0)
-    model = (cls.build_model(cfg, inp) if hasattr(cls, "build_model")
-             else _encoder(model_config(cfg, len(inp.dictionary), inp.langs), inp.vocab_ids))
-    obj = cls.create(cfg, inp, model, Runtime(torch.device("cpu")))
+    inp = pretrain.inputs(cfg)
+    model = pretrain.build_model(cfg, inp, torch.device("cpu"))
+    obj = pretrain.objective_class(name).create(cfg, inp, model, Runtime(torch.device("cpu")))
     obj.shape_step = shape_step
     return obj, model
-
-
-def _encoder(cfg, vocab_ids):
-    from xlp_cli.models.encoder import TransformerEncoder
-
-    return TransformerEncoder(cfg, vocab_ids=vocab_ids)
 
 
 @pytest.mark.parametrize("objective", ["tlm", "tlm+ca-mlm", "mass"])

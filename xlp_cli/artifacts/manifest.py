@@ -15,6 +15,7 @@ from xlp_cli.artifacts import layout, uris
 from xlp_cli.artifacts.files import _json_default, inside, sha256_file, write_json_atomic
 from xlp_cli.artifacts.shards import MANIFEST, verify_shards
 from xlp_cli.core.errors import BadInput
+from xlp_cli.core.textfile import json_object
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -83,12 +84,7 @@ def read_manifest(folder: str | Path, *, stage: str | None = None) -> dict[str, 
         raise BadInput("no such folder", path=folder)
     if not path.is_file():
         raise BadInput("no manifest.json here: not an xlp stage output (or the stage did not finish)", path=folder)
-    try:
-        m = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"corrupt manifest ({e})", path=path) from None
-    if not isinstance(m, dict):
-        raise BadInput(f"manifest is a JSON {type(m).__name__}, not an object", path=path)
+    m = json_object(path)
     if "stage" not in m:
         raise BadInput("manifest has no 'stage' field", path=path)
     layout.check_format(m, path)

@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_model as st_save_model
 
 from xlp_cli.artifacts.files import atomic_folder, sha256_file, write_json_atomic
 from xlp_cli.core.errors import BadInput
+from xlp_cli.core.textfile import json_object
 from xlp_cli.models import legacy
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.factory import build_seq2seq
@@ -144,12 +145,7 @@ def read_config(folder: str | Path) -> dict[str, Any]:
     path = folder / CONFIG
     if not path.is_file():
         raise BadInput("model config not found", path=path)
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"unreadable model config ({e})", path=path) from None
-    if not isinstance(d, dict):
-        raise BadInput("model config is not a JSON object", path=path)
+    d = json_object(path)
     return d if "kind" in d else legacy.infer_kind(d, folder)
 
 

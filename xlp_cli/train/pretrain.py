@@ -36,6 +36,22 @@ def objective_class(name: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def inputs(cfg: PretrainConfig) -> PretrainInputs:
+    """What the run reads: the id shards (and vocab scores) of --data, for the objective's train folders."""
+    return resolve(cfg.data, cfg.lang, PRETRAIN_OBJECTIVES[cfg.objective].needs, cfg.lang_encoding,
+                   encoding_spec(cfg.lang_encoding).options_from(cfg), cfg.objective)
+
+
+def build_model(cfg: PretrainConfig, inp: PretrainInputs, device: torch.device) -> torch.nn.Module:
+    """The model the run trains, initialised from --seed: the encoder, or what the objective builds instead
+    (`build_model`: MASS's encoder-decoder)."""
+    torch.manual_seed(cfg.seed)
+    builder = getattr(objective_class(cfg.objective), "build_model", None)
+    if builder is not None:
+        return builder(cfg, inp).to(device)
+    return TransformerEncoder(model_config(cfg, len(inp.dictionary), inp.langs), vocab_ids=inp.vocab_ids).to(device)
+
+
 def settings(cfg: PretrainConfig) -> engine.Settings:
     return engine.Settings.from_config(cfg, max_steps=cfg.max_steps, lr=cfg.lr, accumulate=cfg.accumulate,
                                        seed=cfg.seed, eval_every=cfg.eval_every, compile=cfg.compile,
@@ -72,9 +88,7 @@ def resolved(cfg: PretrainConfig, inp: PretrainInputs, rt: Runtime, run_dir: Pat
 
 @outdir.scoped
 def run(cfg: PretrainConfig) -> dict[str, Any]:
-    spec = PRETRAIN_OBJECTIVES[cfg.objective]
-    inp = resolve(cfg.data, cfg.lang, spec.needs, cfg.lang_encoding, encoding_spec(cfg.lang_encoding).options_from(cfg),
-                  cfg.objective)
+    inp = inputs(cfg)
     run_dir = Path(cfg.out)
     rt = Runtime.create(cfg.device, cfg.amp, cfg.num_threads)
     cfg = resolved(cfg, inp, rt, run_dir)
@@ -98,11 +112,7 @@ def _train(cfg: PretrainConfig, inp: PretrainInputs, rt: Runtime, run_dir: Path)
     if resuming and (run_dir / "dict.txt").is_file() and sha256_file(run_dir / "dict.txt") != inp.dict_sha:
         raise BadInput("the dictionary of the id shards changed since this run started; use another --out or --force",
                        path=inp.dict_path)
-    mcfg = model_config(cfg, len(inp.dictionary), inp.langs)
-    cls = objective_class(cfg.objective)
-    torch.manual_seed(cfg.seed)
-    builder = getattr(cls, "build_model", None)  # an objective may train another model than the encoder
-    model = (builder(cfg, inp) if builder else TransformerEncoder(mcfg, vocab_ids=inp.vocab_ids)).to(rt.device)
+    model = build_model(cfg, inp, rt.device)
     mcfg = model.config
     if resuming and (run_dir / ckpt.CONFIG).is_file():
         recorded = {k: v for k, v in json.loads((run_dir / ckpt.CONFIG).read_text(encoding="utf-8")).items() if k != "kind"}
@@ -110,7 +120,7 @@ def _train(cfg: PretrainConfig, inp: PretrainInputs, rt: Runtime, run_dir: Path)
         if prev != mcfg.to_dict():
             raise BadInput("resume with an incompatible model config (model.json differs); use another --out or --force",
                            path=run_dir / ckpt.CONFIG)
-    objective = cls.create(cfg, inp, model, rt)
+    objective = objective_class(cfg.objective).create(cfg, inp, model, rt)
     n_params = sum(p.numel() for p in model.parameters())
     if rt.main:
         if not (run_dir / "dict.txt").is_file():
