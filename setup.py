@@ -1,5 +1,5 @@
 """Builds xlp's native parts: the BPE merge learner and applier (xlp_cli/bpe/_learnbpe.cpp, xlp_cli/bpe/csrc/) and the text pipeline
-(xlp_cli/text/csrc/*.cpp: Moses normalization and tokenization, the lowercase modes).
+(xlp_cli/text/csrc/*.cpp: Moses normalization and tokenization, the lowercase modes, wikitext -> text).
 
 Everything else (metadata, dependencies) lives in pyproject.toml. `pip install -e .` / `make setup`
 compile the extensions with the system C++ compiler (g++ or clang++, C++17).
@@ -8,7 +8,7 @@ compile the extensions with the system C++ compiler (g++ or clang++, C++17).
 from setuptools import Extension, setup
 
 CXX = ["-O3", "-std=c++17"]
-TEXT = ["unicode", "normalize", "prefixes", "tokenize", "case", "hashes", "vocab", "module"]
+TEXT = ["unicode", "normalize", "prefixes", "tokenize", "case", "hashes", "vocab", "wikitext", "module"]
 
 setup(
     ext_modules=[

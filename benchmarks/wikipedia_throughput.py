@@ -1,150 +1,189 @@
-"""Throughput of `xlp prepare --source wikipedia` against a plain single-process loop over the same dumps.
+"""`xlp prepare --source wikipedia` against XLM's own Wikipedia chain (get-data-wiki.sh), per dump: speed and text quality.
 
-Both run in this session on the same real dumps (default: every dump in ../shared/data/wikipedia_dumps):
-  reference  one process: stream each dump with ElementTree.iterparse, keep main-namespace non-redirect
-             pages, `mwparserfromhell.parse(wikitext).strip_code()`, then XLM's chain on every non-empty
-             line (MosesPunctNormalizer, MosesTokenizer(escape=False), lowercase_and_remove_accent), write it
-  xlp        `xlp prepare --source wikipedia` (XML streaming in the main process; wikitext -> paragraphs,
-             clean, normalize, tokenize, lowercase in the workers; filter, dedup, split, zstd Parquet,
-             manifest) with --workers 1 and 2, each in a fresh subprocess
-The ratio printed is reference wall time / xlp wall time (best of --repeat interleaved runs). CPU seconds are
-split into the main process and the workers: the main process (XML, decompression, finalizing) bounds the
-speed-up that more workers can give, (main + workers) / main. The machine may be shared: the load average
-is printed with each run.
+Both read the same file per shared dump (../shared/data/wikipedia_dumps): a UTF-8 .bz2, as Wikimedia serves
+dumps and as get-data-wiki.sh reads them. The en samples are used as they are; the xz samples (el, vi) are
+recompressed to bz2 and the UTF-16 bg sample re-encoded to UTF-8 first (untimed: WikiExtractor reads neither).
+  XLM chain  WikiExtractor 3.1.0 (`wikiextractor --processes W -q -o - DUMP`), get-data-wiki.sh's
+             `sed '/^\\s*$/d' | grep -v '^<doc id=' | grep -v '</doc>$'` (an empty result is not a failure), then tools/tokenize.sh's perl scripts of
+             ../shared/tools/reference (replace-unicode-punctuation | normalize-punctuation -l L |
+             remove-non-printing-char | tokenizer.perl -no-escape -threads W -l L), then
+             lowercase_and_remove_accent.py; one bash pipeline
+  xlp        `xlp prepare --source wikipedia DUMP --lang L --workers W --tokenize xlm --lowercase xlm --no-dedup`
+             (zstd Parquet shards, splits, manifest), a fresh process
+Each is timed with os.wait4 on its process tree: wall, CPU (user + sys of every process, children included)
+and the peak RSS of its largest process; the best of --repeat interleaved runs counts. Speed per core is
+compressed MB per CPU second. The machine may be shared: the load average is printed; CPU ratios are the
+robust ones under load, wall ratios are not.
+Quality, on the paragraphs before tokenization (xlp: what its reader gives the text pipeline; WikiExtractor:
+its lines after get-data-wiki.sh's filters): rows per 1,000 that still carry markup (`{{`/`}}`, `[[`/`]]`,
+`|`, `<ref`, a `=` heading line, `&nbsp;`); then, after the same normalization of both (xlp's native XLM
+tokenize + lowercase), the share of WikiExtractor's paragraphs that xlp also gives and the share of xlp's rows
+that WikiExtractor lacks, with examples.
 
-    .venv/bin/python benchmarks/wikipedia_throughput.py [--repeat 2] [--xlp-root DIR] [DUMP ...]
+    .venv/bin/python benchmarks/wikipedia_throughput.py [--repeat 2] [--workers 2] [--examples 3] [DUMP ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import bz2
-import gzip
 import json
-import lzma
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prepare_throughput import _RUN, xlm_lowercase_and_remove_accent  # noqa: E402
-
 from xlp_cli.artifacts.files import data_dir  # noqa: E402
+from xlp_cli.prepare.records import ErrorPolicy, SourceOptions  # noqa: E402
+from xlp_cli.prepare.sources import SOURCES  # noqa: E402
+from xlp_cli.text import native  # noqa: E402
+
+REFERENCE = data_dir().parent / "tools" / "reference"
+TOKENIZER = REFERENCE / "mosesdecoder" / "scripts" / "tokenizer"
+XLM_TOOLS = REFERENCE / "XLM" / "tools"
+BIN = Path(sys.executable).parent
+LEAKS = {
+    "{{": re.compile(r"\{\{|\}\}"), "[[": re.compile(r"\[\[|\]\]"), "|": re.compile(r"\|"),
+    "<ref": re.compile(r"<ref", re.IGNORECASE), "= heading": re.compile(r"^\s*=.*=\s*$"), "&nbsp;": re.compile(r"&nbsp;"),
+}
 
 
-def _open(path: Path):
-    head = path.open("rb").read(6)
-    if head.startswith(b"BZh"):
-        return bz2.open(path, "rb")
-    if head.startswith(b"\xfd7zXZ"):
-        return lzma.open(path, "rb")
-    if head.startswith(b"\x1f\x8b"):
-        return gzip.open(path, "rb")
-    return path.open("rb")
+def lang_of(path: Path) -> str:
+    m = re.match(r"^([a-z_]+?)wiki-", path.name)
+    if not m:
+        raise SystemExit(f"{path}: cannot tell the language from the name (xxwiki-...)")
+    return m.group(1)
 
 
-def _pages(path: Path):
-    """(lang, wikitext) of the main-namespace, non-redirect pages; stops quietly at a truncation."""
-    lang = path.name.split("wiki", 1)[0]
-    with _open(path) as f:
-        try:
-            for _, elem in ET.iterparse(f):
-                if elem.tag.rsplit("}", 1)[-1] != "page":
-                    continue
-                fields = {c.tag.rsplit("}", 1)[-1]: c for c in elem}
-                rev = fields.get("revision")
-                text = None
-                if rev is not None:
-                    text = next((c.text for c in rev if c.tag.rsplit("}", 1)[-1] == "text"), None)
-                ns = fields.get("ns")
-                if text and (ns is None or (ns.text or "").strip() == "0") and "redirect" not in fields \
-                        and not text.lstrip().lower().startswith("#redirect"):
-                    yield lang, text
-                elem.clear()
-        except (ET.ParseError, EOFError, lzma.LZMAError, OSError):
-            return
+def as_utf8_bz2(path: Path, tmp: Path) -> Path:
+    """The dump as a UTF-8 .bz2 (the file itself when it already is one)."""
+    head = path.read_bytes()[:3]
+    if head == b"BZh":
+        import bz2
+        with bz2.open(path) as f:
+            bom = f.read(2)
+        if bom not in (b"\xff\xfe", b"\xfe\xff"):
+            return path
+        decode = f"bzcat {shlex.quote(str(path))} | iconv -f UTF-16 -t UTF-8 | sed '1s/encoding=\"UTF-16\"/encoding=\"UTF-8\"/'"
+    else:
+        decode = f"xzcat {shlex.quote(str(path))}"
+    out = tmp / (path.name.split(".xml")[0] + ".xml.bz2")
+    subprocess.run(["bash", "-o", "pipefail", "-c", f"{decode} | bzip2 -9 > {shlex.quote(str(out))}"], check=True)
+    return out
 
 
-def reference(dumps: list[Path], out: Path) -> tuple[float, float, int]:
-    """(wall, cpu, lines) of the plain loop."""
-    import mwparserfromhell
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
-    t = time.perf_counter()
-    c = time.process_time()
-    tools: dict[str, tuple] = {}
-    n = 0
-    with open(out / "ref.txt", "w", encoding="utf-8") as fout:
-        for path in dumps:
-            for lang, text in _pages(path):
-                if lang not in tools:
-                    tools[lang] = (MosesPunctNormalizer(lang, pre_replace_unicode_punct=True), MosesTokenizer(lang))
-                norm, tok = tools[lang]
-                for line in mwparserfromhell.parse(text).strip_code().split("\n"):
-                    line = line.strip()
-                    if line:
-                        line = tok.tokenize(norm.normalize(line), escape=False, return_str=True)
-                        fout.write(xlm_lowercase_and_remove_accent(line) + "\n")
-                        n += 1
-    return time.perf_counter() - t, time.process_time() - c, n
-
-
-def xlp(dumps: list[Path], out: Path, workers: int, xlp_root: Path) -> dict:
-    args = {"inputs": [str(p) for p in dumps], "source": "wikipedia", "out": str(out), "workers": workers}
-    env = {**os.environ, "XLP_QUIET": "1", "PYTHONPATH": str(xlp_root)}
+def timed(cmd: list[str], env: dict | None = None) -> dict:
+    """Run cmd; wall, CPU of its whole process tree and the peak RSS of its largest process (os.wait4)."""
     load = os.getloadavg()[0]
-    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, env=env,
-                       cwd=xlp_root)  # `-c` puts the working folder first on sys.path
-    if r.returncode:
-        raise SystemExit(f"xlp prepare failed: {r.stderr.strip().splitlines()[-1:]}")
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    res["load"] = load
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    res["read"] = manifest["records"]["read"]
-    res["shards"] = {k: v["sha256"] for k, v in manifest["outputs"]["shards"].items()}
-    return res
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read()
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)[:300]}\n{err.decode(errors='replace')[-1500:]}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, "load": load}
+
+
+def xlm_chain(dump: Path, lang: str, workers: int, out: Path) -> list[str]:
+    t = TOKENIZER
+    q = shlex.quote
+    script = (
+        f"{q(str(BIN / 'wikiextractor'))} --processes {workers} -q -o - {q(str(dump))}"
+        " | sed '/^\\s*$/d' | { grep -v '^<doc id=' || true; } | { grep -v '</doc>$' || true; }"
+        f" | tee {q(str(out / 'we.txt'))}"
+        f" | perl {t}/replace-unicode-punctuation.perl | perl {t}/normalize-punctuation.perl -l {lang}"
+        f" | perl {t}/remove-non-printing-char.perl | perl {t}/tokenizer.perl -no-escape -threads {workers} -l {lang}"
+        f" | {q(sys.executable)} {q(str(XLM_TOOLS / 'lowercase_and_remove_accent.py'))} > {q(str(out / 'xlm.txt'))}")
+    return ["bash", "-o", "pipefail", "-c", script]
+
+
+def xlp_cmd(dump: Path, lang: str, workers: int, out: Path) -> list[str]:
+    return [str(BIN / "xlp"), "prepare", "--source", "wikipedia", str(dump), "--lang", lang, "--workers", str(workers),
+            "--tokenize", "xlm", "--lowercase", "xlm", "--no-dedup", "--out", str(out)]
+
+
+def xlp_rows(dump: Path) -> list[str]:
+    """The paragraphs xlp's reader gives its text pipeline (what its shards hold, before tokenization)."""
+    return [r.text for r in SOURCES["wikipedia"]([dump], SourceOptions(langs=[]), ErrorPolicy(mode="skip"))]
+
+
+def leaks(rows: list[str]) -> dict[str, float]:
+    n = max(len(rows), 1)
+    return {k: 1000 * sum(1 for r in rows if p.search(r)) / n for k, p in LEAKS.items()}
+
+
+def quality(dump: Path, lang: str, we_raw: list[str], examples: int) -> None:
+    ours = xlp_rows(dump)
+    pipe = native.pipeline(lang, True, True, "xlm", "xlm")
+    norm = lambda rows: [r for r in pipe.run(rows, native.ALL) if r.strip()]  # noqa: E731
+    we_n, ours_n = norm(we_raw), norm(ours)
+    ours_set, we_set = set(ours_n), set(we_n)
+    shared = [r for r in we_n if r in ours_set]
+    extra = [r for r in ours_n if r not in we_set]
+    missing = [r for r in we_n if r not in ours_set]
+    fmt = lambda d: ", ".join(f"{k} {v:.1f}" for k, v in d.items())  # noqa: E731
+    print(f"  leaks per 1,000 rows  xlp ({len(ours)} rows): {fmt(leaks(ours))}")
+    print(f"                        WikiExtractor ({len(we_raw)} rows): {fmt(leaks(we_raw))}")
+    print(f"  WikiExtractor paragraphs xlp also gives: {100 * len(shared) / max(len(we_n), 1):.1f}%;"
+          f" xlp rows WikiExtractor lacks: {100 * len(extra) / max(len(ours_n), 1):.1f}%")
+    loose = lambda r: " ".join(r.replace('"', " ").replace("'", " ").split())  # noqa: E731  (italics: WE quotes them)
+    ours_l, we_l = {loose(r) for r in ours_n}, {loose(r) for r in we_n}
+    print(f"  the same, quote marks ignored: {100 * sum(loose(r) in ours_l for r in we_n) / max(len(we_n), 1):.1f}%;"
+          f" {100 * sum(loose(r) not in we_l for r in ours_n) / max(len(ours_n), 1):.1f}%")
+    prose = [r for r in we_n if len(r.split()) >= 5]  # without the page titles and headings WikiExtractor writes
+    print(f"  WikiExtractor paragraphs of 5+ tokens xlp also gives (quote marks ignored):"
+          f" {100 * sum(loose(r) in ours_l for r in prose) / max(len(prose), 1):.1f}% of {len(prose)}")
+    step = lambda xs: xs[:: max(1, len(xs) // examples)][:examples]  # noqa: E731
+    for r in step(missing):
+        print(f"    only WikiExtractor: {r[:110]}")
+    for r in step(extra):
+        print(f"    only xlp:           {r[:110]}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dumps", nargs="*", type=Path, help="dumps (default: all in the shared wikipedia_dumps)")
-    ap.add_argument("--repeat", type=int, default=2, help="interleaved repetitions; the best wall time counts")
-    ap.add_argument("--xlp-root", type=Path, default=ROOT, help="the xlp checkout to time (e.g. an older one)")
+    ap.add_argument("--repeat", type=int, default=2, help="interleaved repetitions; the best run counts")
+    ap.add_argument("--workers", type=int, default=2, help="WikiExtractor --processes, tokenizer.perl -threads, xlp --workers")
+    ap.add_argument("--examples", type=int, default=3, help="examples of each kind of difference per dump")
     args = ap.parse_args()
-    dumps = args.dumps or sorted((data_dir() / "wikipedia_dumps").glob("*wiki*"))
+    dumps = args.dumps or sorted((data_dir() / "wikipedia_dumps").glob("*wiki*"), key=lambda p: p.stat().st_size)
     if not dumps:
         raise SystemExit(f"no dump found under {data_dir() / 'wikipedia_dumps'}")
-    size = sum(p.stat().st_size for p in dumps)
-    print(f"input: {len(dumps)} dumps, {size / 1e6:.2f} MB compressed  (cpus: {os.cpu_count()}, "
-          f"load average before: {os.getloadavg()[0]:.1f}; xlp from {args.xlp_root})")
+    env = {**os.environ, "XLP_QUIET": "1", "LC_ALL": "C.UTF-8"}
+    env.pop("PERL_UNICODE", None)
+    print(f"{len(dumps)} dumps; cpus {os.cpu_count()}; load average before {os.getloadavg()[0]:.1f}; --workers {args.workers}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        refs, runs = [], {1: [], 2: []}
-        for i in range(args.repeat):  # interleaved, best of N: the machine is shared
-            load = os.getloadavg()[0]
-            refs.append((*reference(dumps, tmp), load))
-            for w in runs:
-                runs[w].append(xlp(dumps, tmp / f"w{w}-{i}", w, args.xlp_root))
-        ref_wall, ref_cpu, ref_lines, ref_load = min(refs)
-        print(f"reference strip_code + sacremoses loop: {ref_wall:7.2f} s  {ref_lines} lines, {ref_lines / ref_wall:7.0f} lines/s"
-              f"  cpu {ref_cpu:.2f} s  (load {ref_load:.1f})")
-        best = {}
-        for w, rs in runs.items():
-            r = best[w] = min(rs, key=lambda x: x["wall"])
-            cpu = r["cpu_main"] + r["cpu_workers"]
-            print(f"xlp prepare --workers {w}: {r['wall']:7.2f} s  {r['read'] / r['wall']:7.0f} paragraphs/s"
-                  f"  ratio {ref_wall / r['wall']:.2f}x  cpu main {r['cpu_main']:.2f} s + workers"
-                  f" {r['cpu_workers']:.2f} s (bound on the speed-up from more workers: {cpu / r['cpu_main']:.1f}x)"
-                  f"  peak RSS main {r['rss_main_mb']:.0f} MB, worker {r['rss_worker_mb']:.0f} MB  (load {r['load']:.1f})")
-        print(f"--workers 2 vs 1: {best[1]['wall'] / best[2]['wall']:.2f}x wall; same shards: "
-              f"{all(r['shards'] == best[1]['shards'] for rs in runs.values() for r in rs)}")
-        print(f"load average after: {os.getloadavg()[0]:.1f}")
+        for n, dump in enumerate(dumps):
+            lang = lang_of(dump)
+            src = as_utf8_bz2(dump, tmp)
+            mb = src.stat().st_size / 1e6
+            runs: dict[str, list[dict]] = {"xlm": [], "xlp": []}
+            for i in range(args.repeat):  # interleaved: the machine is shared
+                runs["xlm"].append(timed(xlm_chain(src, lang, args.workers, tmp), env))
+                runs["xlp"].append(timed(xlp_cmd(src, lang, args.workers, tmp / f"xlp-{n}-{i}"), env))
+            best = {k: min(v, key=lambda r: r["cpu"]) for k, v in runs.items()}
+            wall = {k: min(r["wall"] for r in v) for k, v in runs.items()}
+            xlm_rows = sum(1 for _ in open(tmp / "xlm.txt", encoding="utf-8"))
+            kept = json.loads((tmp / f"xlp-{n}-0" / "manifest.json").read_text(encoding="utf-8"))["records"]["kept"]
+            print(f"{dump.name} ({lang}): {mb:.2f} MB bz2")
+            for k, name, rows in (("xlm", "XLM chain", xlm_rows), ("xlp", "xlp prepare", kept)):
+                r = best[k]
+                print(f"  {name:11s}  wall {wall[k]:6.2f} s  cpu {r['cpu']:6.2f} s  {mb / r['cpu']:5.2f} MB/s per core"
+                      f"  peak RSS {r['rss_mb']:4.0f} MB  {rows} rows  (load {r['load']:.1f})")
+            print(f"  xlp vs XLM chain: cpu {best['xlm']['cpu'] / best['xlp']['cpu']:.2f}x, wall {wall['xlm'] / wall['xlp']:.2f}x")
+            we_raw = (tmp / "we.txt").read_text(encoding="utf-8").splitlines()
+            quality(src, lang, we_raw, args.examples)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "xlp_cli"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-# the module xlp_cli/export/modeling_xlp.py is copied into exported folders and runs inside transformers
-RUNS_ELSEWHERE = {PKG / "export" / "modeling_xlp.py"}
+# the modules xlp_cli/export/modeling_xlp.py and tokenization_xlp.py are copied into exported folders and run inside
+# transformers
+RUNS_ELSEWHERE = {PKG / "export" / "modeling_xlp.py", PKG / "export" / "tokenization_xlp.py"}
 FIRST_PARTY = {"xlp_cli"}
 
 
@@ -35,7 +36,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_every_third_party_import_of_xlp_cli_is_a_declared_dependency():
     declared = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
-    optional = {_name(r) for group in ("ray", "storage")
+    optional = {_name(r) for group in ("ray", "storage", "tracking")
                 for r in PYPROJECT["project"]["optional-dependencies"][group]}
     dist_of = md.packages_distributions()
     missing = []
@@ -80,18 +81,3 @@ def test_no_private_regex_parser_is_used():
     """The text steps are native C++ now (issue 18): nothing imports CPython's private `re._parser`."""
     for path in (REPO / "xlp_cli").rglob("*.py"):
         assert "re._parser" not in path.read_text(encoding="utf-8").replace("no `re._parser`", ""), path
-
-
-def test_mwparserfromhell_c_tokenizer_matches_its_python_tokenizer():
-    """The private C tokenizer (mwparserfromhell pinned to 0.7.2) is the one xlp walks; it must give the token
-    stream of the library's public pure-Python tokenizer."""
-    from mwparserfromhell.parser.tokenizer import Tokenizer as PyTokenizer
-
-    from xlp_cli.prepare.sources import wikipedia
-
-    assert wikipedia._Tokenizer.__name__ == "CTokenizer"
-    text = ("'''Paris''' is the [[capital city|capital]] of [[France]].{{Infobox|a=1|b=[[x]]}}<ref name=a>Cite</ref> "
-            "== History ==\n* item &amp; more<!-- hidden --> [http://example.org link]")
-    c_tokens = wikipedia._Tokenizer().tokenize(text, 0, True)
-    py_tokens = PyTokenizer().tokenize(text, 0, True)
-    assert [repr(t) for t in c_tokens] == [repr(t) for t in py_tokens]

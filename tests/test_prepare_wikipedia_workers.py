@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli
+from kill_helpers import kill_group
 from sources_helpers import SRC_FIXTURES, read_all
 
 from xlp_cli.prepare import process
@@ -23,16 +23,16 @@ from xlp_cli.prepare.sources.wikipedia import page_lines
 
 DUMPS = ("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2", "enwiki-table-markup.xml.bz2",
          "bgwiki-latest-pages-articles-shortened.xml.bz2")
-# The shards of `xlp prepare --source wikipedia DUMPS` (default config) as written by the implementation that
-# converted wikitext in the reader (main process), before the conversion moved into the workers. They change
-# only if the text pipeline or the converter changes on purpose; then regenerate them from a run at that commit.
+# The shards of `xlp prepare --source wikipedia DUMPS` (default config) as written by the native wikitext converter
+# (xlp_cli/text/csrc/wikitext.cpp, issue 31) converting in the reader (main process). They change only if the text
+# pipeline or the converter changes on purpose; then regenerate them from a run at that commit.
 BEFORE = {
-    "test/bg/part-00000.parquet": "35abb9c21fa6fe8e1fd4db9db15164de4b669f02295600f66dccba26607600ec",
-    "test/en/part-00000.parquet": "424192c745edfbe73ead705739ee5c80bc3e3da4e21d5a1d70fef63a9f972061",
-    "train/bg/part-00000.parquet": "d107c29042fc5f152bc03d06790b0a5247e6fa04a0e4d58922bea08fefe311b7",
-    "train/en/part-00000.parquet": "52da05ee996283a7cd2c518f71d617feba390a36c5e8f22c79cf11acd29e3baf",
-    "valid/bg/part-00000.parquet": "cb0f3935cd2058f3bcb30a6e007a80e88b6f242a81adc494738f02fe76677443",
-    "valid/en/part-00000.parquet": "15d8d63466ff62ac789ddce5bb85d786b98d2240f887cfc432168d6c39e5db2f",
+    "test/bg/part-00000.parquet": "ebf27ab81357ee68ce5dac651dd38d459107877eccb1de1432019c66e964a023",
+    "test/en/part-00000.parquet": "bb598603618797397e9c26e79535f750fb7e3401d38b1fa0f90adb1fc43356b2",
+    "train/bg/part-00000.parquet": "7b15c68cbb6f69f130d0a22d6dc2b519cb4ae3253d397c3d17b5904c9e2cc3d3",
+    "train/en/part-00000.parquet": "2f85d8516f17f71b04563f785523a612dd81778e7113442c163780a90f5b9351",
+    "valid/bg/part-00000.parquet": "7aa77a1293955f0a644021158508128fa0b163b51f4679a90027da8ed356d834",
+    "valid/en/part-00000.parquet": "c19ada763a8a3d9ac8f33f9cec767d13bbca0529f55af9d37d0bb01a68445fe0",
 }
 PIPE = {"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "safe"}
 
@@ -47,14 +47,15 @@ def _hashes(out: Path) -> dict[str, str]:
     from xlp_cli.artifacts.shards import PARQUET_COMPRESSION
 
     out_hashes = {}
-    for p in sorted(out.glob("*/*/part-*.parquet")):
+    base = out / "mono" if (out / "mono").is_dir() else out  # layout 3 keeps the shards under OUT/mono/
+    for p in sorted(base.glob("*/*/part-*.parquet")):
         table = pq.read_table(p)
         meta = table.schema.metadata or {}
         assert meta.get(b"xlp.stage") == b"prepare", p  # the layout's metadata is there
         buf = io.BytesIO()
         pq.write_table(table.replace_schema_metadata(None), buf, compression=PARQUET_COMPRESSION,
                        row_group_size=pq.ParquetFile(p).metadata.row_group(0).num_rows)  # the shard's own groups
-        out_hashes[p.relative_to(out).as_posix()] = hashlib.sha256(buf.getvalue()).hexdigest()
+        out_hashes[p.relative_to(base).as_posix()] = hashlib.sha256(buf.getvalue()).hexdigest()
     return out_hashes
 
 
@@ -122,6 +123,7 @@ def test_real_dumps_same_shards_for_any_workers_and_as_before(shared_data, tmp_p
     runs = {
         "w1": ["--workers", "1", "--chunk-size", "300"],
         "w2": ["--workers", "2"],
+        "threads": ["--workers", "2", "--worker-mode", "threads"],  # the native converter runs without the GIL
         "in-reader": ["--workers", "2", "--max-records", str(10**9)],  # --max-records converts in the reader
     }
     for name, extra in runs.items():
@@ -131,10 +133,11 @@ def test_real_dumps_same_shards_for_any_workers_and_as_before(shared_data, tmp_p
     assert hashes["w1"] == BEFORE
     assert hashes["w2"] == BEFORE
     assert hashes["in-reader"] == BEFORE
-    m1, m2, m3 = (_manifest(tmp_path / name) for name in runs)
+    assert hashes["threads"] == BEFORE
+    m1, m2, m3, m4 = (_manifest(tmp_path / name) for name in runs)
     for key in ("counts", "dropped", "records", "skipped", "warnings"):
-        assert m1[key] == m2[key] == m3[key], key
-    assert m1["records"]["read"] == 9621
+        assert m1[key] == m2[key] == m3[key] == m4[key], key
+    assert m1["records"]["read"] == 8139
 
 
 @pytest.mark.integration
@@ -168,8 +171,7 @@ def test_killed_wikipedia_run_resumes_to_the_same_output(shared_data, tmp_path):
             assert time.time() < deadline
             time.sleep(0.01)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_group(proc)  # the CLI and its workers, mid-run: all of them gone before the rerun
     assert not (out / "manifest.json").exists()
     ends = [process.chunk_meta(p)["end"] for p in sorted((out / ".work").glob("chunk-*.parquet"))]
     assert ends == sorted(ends) and len(set(b - a for a, b in zip([0] + ends, ends))) > 1  # pages: uneven chunks

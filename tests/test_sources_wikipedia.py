@@ -12,7 +12,7 @@ import pytest
 from sources_helpers import SRC_FIXTURES, read_all
 
 from xlp_cli.core.errors import BadInput
-from xlp_cli.prepare.sources.wikipedia import wikitext_to_lines
+from xlp_cli.prepare.sources.wikipedia_text import wikitext_to_lines
 
 TINY = SRC_FIXTURES / "wiki_tiny.xml"
 EXPECTED = [
@@ -114,7 +114,7 @@ def test_max_records():
 @pytest.mark.parametrize("wikitext,expected", [
     ("A [[b|c]] d [[e]].", ["A c d e."]),
     ("Text<ref>cite</ref> more<ref name=x/>.", ["Text more."]),
-    ("{{lang|fr|x}}Start {{cite web|url=u}}end.", ["Start end."]),
+    ("{{lang|fr|chat}} Start {{cite web|url=u}}end.", ["chat Start end."]),  # {{lang}} shows its text
     ("[[File:X.png|thumb|Caption]]Word.", ["Word."]),
     ("[[Εικόνα:X.jpg|thumb|right|Λεζάντα]]Λέξη.", ["Λέξη."]),  # a localised alias the siteinfo does not list
     ("== Heading ==\nBody text.", ["Body text."]),

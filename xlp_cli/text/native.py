@@ -4,6 +4,8 @@
 stage)` processes a list of str and `run_bytes(block, stage, max_line)` a block of UTF-8 lines, both without
 the GIL. Stages: ALL, or BEFORE (clean + normalize) and AFTER (lowercase + spacing) around a segmenter
 (zh, th), or TOKENIZE (the tokenizer alone), or RAW (clean and collapse whitespace: the `raw` column).
+`module().Wikitext(namespaces, drop_sections, entities).lines(wikitext)` is the wikitext -> paragraphs converter
+of `--source wikipedia` (csrc/wikitext.cpp; prepare/sources/wikipedia_text.py builds it).
 """
 
 from __future__ import annotations

@@ -8,12 +8,8 @@
   bad input with file, line and column (`--on-error skip`: keep the pages before it, count a skip).
 - Articles only: `<ns>0</ns>` (or, in dumps without `<ns>`, a title without a namespace prefix), no
   `<redirect>` pages and no `#REDIRECT` text.
-- Wikitext -> plain text with mwparserfromhell's tokenizer (its token stream is walked directly, without
-  building the node tree, which is ~3x faster): templates, tables, refs and other non-prose tags
-  (`DROP_TAGS`), comments, headings, file/image/category links (English and the dump's localised
-  namespace names), interlanguage links, bare URLs and magic words are removed; link texts, external link
-  titles, list item texts and HTML entities (decoded) are kept. A last safety net drops any line that
-  still carries markup (`{{`, `}}`, `[[`, `]]`, `{|`, `|}`, `|-`, `<ref`, table-row starts).
+- Wikitext -> plain text: the native converter of wikipedia_text.py (xlp_cli/text/csrc/wikitext.cpp), with the
+  dump's localised namespace names added to the link namespaces it drops.
 - Unit: one record per non-empty line of the converted article (a paragraph or list item), as
   WikiExtractor writes it for XLM's get-data-wiki.sh. Origin: "file#title".
 - Where the conversion runs: with `opts.defer_pages` (set by `xlp prepare` unless --max-records is given)
@@ -29,7 +25,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -41,30 +36,11 @@ from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions, Split
 from xlp_cli.prepare.sources import expand_inputs, wikipedia_multistream as multistream
 from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, compression, data_files, open_binary
+from xlp_cli.prepare.sources.wikipedia_text import DEFAULT_LINK_NAMESPACES, page_lines
 
 NAME = "wikipedia"
 
-DROP_TAGS = {
-    "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline", "imagemap",
-    "syntaxhighlight", "source", "pre", "code", "templatedata", "graph", "mapframe", "maplink", "hiero",
-    "noinclude", "includeonly", "onlyinclude", "categorytree", "inputbox", "section", "poem", "charinsert",
-    "references", "indicator", "templatestyles", "style", "script", "sup", "sub", "small", "big",
-}
-BREAK_TAGS = {"br", "hr", "li", "dt", "dd", "p", "div", "tr", "td", "th", "blockquote", "center"}
-# Canonical (English) names of the namespaces whose links are not prose: File (6), Category (14), ...
-DEFAULT_LINK_NAMESPACES = {"file", "image", "media", "category", "template", "wikipedia", "help", "portal",
-                           "special", "user", "talk", "module", "draft", "mediawiki", "wp", "wikt", "wiktionary",
-                           "commons", "s", "q", "n", "b", "v", "voy", "species", "d", "mw", "meta", "m", "w"}
 NON_PROSE_NS_KEYS = {"-2", "-1", "2", "4", "6", "8", "10", "12", "14", "100", "828"}
-_INTERWIKI = re.compile(r"^[a-z]{2,3}(?:-[a-z0-9-]+)?$|^simple$")
-_RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|\|-|<ref|</ref|^\s*[|!]")
-_MAGIC = re.compile(r"__[A-ZÀ-ÿ_]+__")
-_BOLD_ITALIC = re.compile(r"'{2,}")
-_MEDIA_FILE = re.compile(r"\.(?:jpe?g|png|svg|gif|tiff?|ogg|ogv|oga|webm|mp3|wav|pdf|djvu)\s*$", re.IGNORECASE)
-_EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)|\[\s*\]")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,;.:)])")
-_ALNUM = re.compile(r"[^\W_]")
-_SPACES = re.compile(r"[ \t\u00a0]+")
 _REDIRECT = re.compile(r"\s*#\s*([^\W\d_]+)\s*:?\s*\[\[")  # #REDIRECT [[x]], #WEITERLEITUNG [[x]], ...
 # expat error codes that mean "the document ended early" (not a syntax error in the middle)
 _TRUNCATED_CODES = {3, 5, 6, 20}  # no element found, unclosed token, partial character, unclosed CDATA
@@ -96,155 +72,6 @@ def lang_from_dbname(dbname: str) -> str | None:
 def lang_from_filename(path: Path) -> str | None:
     m = re.match(r"^([a-z_]+?)wiki-", path.name)
     return m.group(1).replace("_", "-") if m else None
-
-
-# ------------------------------------------------------------------ wikitext -> plain text
-try:  # mwparserfromhell's C tokenizer (its pure-Python one when the extension is missing)
-    from mwparserfromhell.parser._tokenizer import CTokenizer as _Tokenizer
-except ImportError:  # pragma: no cover
-    from mwparserfromhell.parser.tokenizer import Tokenizer as _Tokenizer
-from mwparserfromhell.parser import tokens as T
-
-_OPEN_CLOSE = {
-    T.TemplateOpen: T.TemplateClose, T.ArgumentOpen: T.ArgumentClose, T.WikilinkOpen: T.WikilinkClose,
-    T.ExternalLinkOpen: T.ExternalLinkClose, T.HeadingStart: T.HeadingEnd, T.CommentStart: T.CommentEnd,
-    T.HTMLEntityStart: T.HTMLEntityEnd, T.TagOpenOpen: T.TagCloseClose,
-}
-_CLOSERS = {T.TemplateClose, T.ArgumentClose, T.WikilinkClose, T.ExternalLinkClose, T.HeadingEnd, T.CommentEnd,
-            T.HTMLEntityEnd, T.TagCloseClose, T.TagCloseSelfclose}
-_MARKS = {T.WikilinkSeparator, T.ExternalLinkSeparator, T.TagCloseOpen, T.TagOpenClose}
-
-
-def wikitext_to_lines(wikitext: str, link_namespaces: set[str]) -> list[str]:
-    """Plain-text paragraphs of an article's wikitext (see the module docstring for what is kept).
-
-    mwparserfromhell's tokenizer splits the wikitext into tokens (templates, links, tags, entities, ...);
-    `_Walker` turns the token stream into text directly, without building the node tree (5x faster).
-    """
-    toks = _Tokenizer().tokenize(wikitext, 0, True)
-    text = html.unescape(_Walker(toks, link_namespaces).text(0, len(toks)))
-    lines = []
-    for line in text.split("\n"):
-        line = _BOLD_ITALIC.sub("", line)
-        line = _MAGIC.sub("", line)
-        line = _EMPTY_BRACKETS.sub("", line)
-        line = _SPACES.sub(" ", line)
-        line = _SPACE_BEFORE_PUNCT.sub(r"\1", line).strip()
-        line = line.lstrip("*#:;").strip()  # list/definition/indent markers left at the start of a line
-        if not line or _RESIDUE.search(line):
-            continue
-        if not _ALNUM.search(line):
-            continue
-        lines.append(line)
-    return lines
-
-
-def page_lines(wikitext: str, link_namespaces: frozenset[str]) -> list[str]:
-    """`wikitext_to_lines` as a `RawPage.extract` function (runs in the worker processes)."""
-    try:
-        return wikitext_to_lines(wikitext, link_namespaces)
-    except Exception as e:  # mwparserfromhell gives up on some pathological wikitext
-        raise RecordProblem(f"wikitext could not be parsed ({type(e).__name__}: {e})") from None
-
-
-class _Walker:
-    """Plain text of a token range. `close[i]` is the matching end of the structure opened at i, and
-    `marks[i]` the separators that belong to it (link `|`, tag `>` and `</`)."""
-
-    def __init__(self, toks: list, link_namespaces: set[str]):
-        self.toks = toks
-        self.ns = link_namespaces
-        self.close: dict[int, int] = {}
-        self.marks: dict[int, list[int]] = {}
-        stack: list[int] = []
-        for i, tok in enumerate(toks):
-            kind = type(tok)
-            if kind in _OPEN_CLOSE:
-                stack.append(i)
-            elif kind in _CLOSERS:
-                if stack:
-                    self.close[stack.pop()] = i
-            elif kind in _MARKS and stack:
-                self.marks.setdefault(stack[-1], []).append(i)
-        n = len(toks)
-        for i in stack:  # unbalanced (should not happen): runs to the end
-            self.close[i] = n - 1
-
-    def raw(self, lo: int, hi: int) -> str:
-        return "".join(t["text"] for t in self.toks[lo:hi] if type(t) is T.Text)
-
-    def text(self, lo: int, hi: int) -> str:
-        toks, out = self.toks, []
-        i = lo
-        while i < hi:
-            tok = toks[i]
-            kind = type(tok)
-            if kind is T.Text:
-                out.append(tok["text"])
-                i += 1
-                continue
-            end = self.close.get(i)
-            if end is None:  # a stray separator or closer
-                i += 1
-                continue
-            if kind is T.WikilinkOpen:
-                out.append(self._link(i, end))
-            elif kind is T.TagOpenOpen:
-                out.append(self._tag(tok, i, end))
-            elif kind is T.HTMLEntityStart:
-                out.append(self._entity(i, end))
-            elif kind is T.ExternalLinkOpen:
-                seps = [m for m in self.marks.get(i, ()) if type(toks[m]) is T.ExternalLinkSeparator]
-                if tok.get("brackets") and seps:
-                    out.append(self.text(seps[0] + 1, end))
-            elif kind is T.HeadingStart:
-                out.append("\n")
-            # templates, arguments and comments: dropped
-            i = end + 1
-        return "".join(out)
-
-    def _link(self, i: int, end: int) -> str:
-        seps = [m for m in self.marks.get(i, ()) if type(self.toks[m]) is T.WikilinkSeparator]
-        title_end = seps[0] if seps else end
-        title = self.text(i + 1, title_end).strip()
-        if not title.startswith(":"):
-            prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
-            if prefix and (prefix in self.ns or _INTERWIKI.match(prefix)):
-                return ""
-        if _MEDIA_FILE.search(title.split("|")[0]):  # an image under a namespace alias (Εικόνα:, Hình:)
-            return ""
-        if seps:
-            if "|" in self.raw(seps[0] + 1, end):  # [[X|thumb|right|caption]]: an image too
-                return ""
-            return self.text(seps[0] + 1, end)
-        return self.text(i + 1, end).lstrip(":")
-
-    def _tag(self, tok, i: int, end: int) -> str:
-        toks = self.toks
-        name = toks[i + 1]["text"].strip().lower() if i + 1 < end and type(toks[i + 1]) is T.Text else ""
-        if name in DROP_TAGS:
-            return ""
-        markup = tok.get("wiki_markup")
-        marks = self.marks.get(i, ())
-        body_lo = next((m + 1 for m in marks if type(toks[m]) is T.TagCloseOpen), None)
-        body_hi = next((m for m in marks if type(toks[m]) is T.TagOpenClose), end)
-        out = ""
-        if name in BREAK_TAGS and (body_lo is None or markup):
-            out = "\n" if name in ("br", "hr", "p", "div") else ""
-        if body_lo is None or type(toks[end]) is T.TagCloseSelfclose:
-            return out
-        if name == "nowiki":
-            return self.raw(body_lo, body_hi)
-        out += self.text(body_lo, body_hi)
-        if name in ("p", "div", "li", "blockquote", "center"):
-            out += "\n"
-        return out
-
-    def _entity(self, i: int, end: int) -> str:
-        toks = self.toks
-        prefix = "".join("#" if type(t) is T.HTMLEntityNumeric else "x" if type(t) is T.HTMLEntityHex else ""
-                         for t in toks[i + 1:end])
-        return "&" + prefix + self.raw(i + 1, end) + ";"
 
 
 # ------------------------------------------------------------------ dump reader

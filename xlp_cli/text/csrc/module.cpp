@@ -21,6 +21,7 @@
 #include "text.h"
 
 namespace xlp { PyObject *py_xlm_vocab(PyObject *, PyObject *); }  // vocab.cpp
+namespace xlp { int add_wikitext(PyObject *); }            // wikitext.cpp
 
 namespace {
 
@@ -393,6 +394,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(&PipelineType);
     if (PyModule_AddObject(m, "Pipeline", reinterpret_cast<PyObject *>(&PipelineType)) < 0) {
         Py_DECREF(&PipelineType);
+        Py_DECREF(m);
+        return nullptr;
+    }
+    if (xlp::add_wikitext(m) < 0) {
         Py_DECREF(m);
         return nullptr;
     }
