@@ -144,7 +144,7 @@ def test_xtreme_report_puts_the_tasks_side_by_side(finetuned, runs, tmp_path):
     assert res["runs"] == ["additive", "xlp"] and res["baseline"] == "additive"
     assert list(res["tasks"]) == ["xnli", "pos", "retrieval pud xx->en", "retrieval pud en->xx"]
     header, rows = summary["headline"]
-    assert header == ["run", "XNLI avg", "XNLI gap", "POS avg", "POS gap", "PUD xx→en", "PUD en→xx"]
+    assert header == ["run", "XNLI avg", "XNLI gap", "POS avg", "POS gap", "PUD xx→en", "PUD en→xx", "XTREME avg"]
     xnli = score(collect([f["xnli_additive"], f["xnli_xlp"]], [], "test"))
     pos = scores_of([f["pos_additive"], f["pos_xlp"]], [], "test", [], "")
     for name in ("additive", "xlp"):
@@ -185,7 +185,7 @@ def test_bad_inputs(runs, shared_data, tmp_path, cli):
         finetune(from_dict(PosConfig, {"task": "pos", "data": [str(runs["xlp"])], "out": str(tmp_path / "p"),
                                        "lang": ["tr"]}))
     r = cli("evaluate", "--task", "xtreme", "--data", str(runs["ids"]), "--out", str(tmp_path / "x"))
-    assert r.exit_code == 2 and "expected an `xlp finetune --task xnli|pos` folder, an `xlp pretrain` run or an HF model" in r.output
+    assert r.exit_code == 2 and "expected an `xlp finetune --task xnli|pawsx|pos|ner|qa` folder, an `xlp pretrain` run or an HF model" in r.output
 
 
 def test_demo_recipe_wiring(tmp_path):
@@ -195,7 +195,8 @@ def test_demo_recipe_wiring(tmp_path):
     pretrains = ["pretrain.additive", "pretrain.xlp", "pretrain.vle"]
     assert nodes["finetune.vle-pos"].deps == ["pretrain.vle"] and nodes["finetune.xlp-xnli"].deps == ["pretrain.xlp"]
     ev = nodes["evaluate.xtreme"]
-    assert sorted(ev.deps) == sorted(pretrains + [f"finetune.{p[9:]}-{t}" for p in pretrains for t in ("xnli", "pos")])
+    assert sorted(ev.deps) == sorted(pretrains + [f"finetune.{p[9:]}-{t}" for p in pretrains
+                                                  for t in ("xnli", "pos", "pawsx", "qa")])
     assert dict(zip(ev.values["data"], ev.values["name"]))["@finetune.vle-pos"] == "vle"
     assert set(ev.values["name"]) == {"additive", "xlp", "vle"}
     recipe = tmp_path / "r.toml"

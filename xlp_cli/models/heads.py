@@ -4,6 +4,8 @@
     logits = model(ids, langs, pad_mask)                             # [B, n_labels]
     tagger = TokenClassifier(encoder, n_labels=17)                   # POS: a label per input token
     logits = tagger(ids, langs, pad_mask)                            # [B, T, n_labels]
+    qa = SpanExtractor(encoder)                                      # QA: start and end logits per token
+    logits = qa(ids, langs, pad_mask)                                # [B, T, 2]
     model = PlugInClassifier(veco_encoder)                           # VECO plug-in: x and its translation y
     logits = model(ids, langs, pad_mask, y_ids, y_langs, y_pad)      # [B, n_labels] from [h_x; s_x]
 
@@ -68,6 +70,16 @@ class TokenClassifier(SequenceClassifier):
     def forward(self, ids: torch.Tensor, langs: torch.Tensor, pad_mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.encoder(ids, langs, None, pad_mask)
         return self.head(self.drop(self.encoder.token_states(hidden)))
+
+
+class SpanExtractor(TokenClassifier):
+    """Extractive QA's span head (XTREME's SQuAD model): Linear(d, 2) on every input token, logits[..., 0] the
+    answer's start and logits[..., 1] its end."""
+
+    KIND = "span"
+
+    def __init__(self, encoder: TransformerEncoder, n_labels: int = 2, dropout: float = 0.0):
+        super().__init__(encoder, n_labels, dropout)
 
 
 class PlugInClassifier(SequenceClassifier):

@@ -42,6 +42,27 @@ TASKS: dict[str, TaskSpec] = {
         evaluate=("xlp_cli.tasks.pos.config:PosEvalConfig", "xlp_cli.tasks.pos.scores:run"),
         finetune_summary="xlp_cli.tasks.pos.finetune:print_summary",
         evaluate_summary="xlp_cli.tasks.pos.scores:print_summary"),
+    "qa": TaskSpec(
+        "extractive QA: a span head trained on English TyDiQA-GoldP, XQuAD / MLQA / TyDiQA sw zero-shot; F1 and EM",
+        finetune=("xlp_cli.tasks.qa.config:QaConfig", "xlp_cli.tasks.qa.finetune:run"),
+        evaluate=("xlp_cli.tasks.qa.config:QaEvalConfig", "xlp_cli.tasks.qa.scores:run"),
+        finetune_summary="xlp_cli.tasks.qa.finetune:print_summary", evaluate_summary="xlp_cli.tasks.qa.scores:print_summary"),
+    "ner": TaskSpec(
+        "NER (XTREME's PAN-X / WikiANN): train on English, tag every language zero-shot; entity F1 (seqeval) and gap",
+        finetune=("xlp_cli.tasks.ner.config:NerConfig", "xlp_cli.tasks.ner.finetune:run"),
+        evaluate=("xlp_cli.tasks.ner.config:NerEvalConfig", "xlp_cli.tasks.ner.scores:run"),
+        finetune_summary="xlp_cli.tasks.ner.finetune:print_summary",
+        evaluate_summary="xlp_cli.tasks.ner.scores:print_summary"),
+    "pawsx": TaskSpec(
+        "PAWS-X paraphrase pairs on XNLI's classifier: train on part of English dev (or translate-train), test the rest",
+        finetune=("xlp_cli.tasks.pawsx.config:PawsxConfig", "xlp_cli.tasks.pawsx.finetune:run"),
+        evaluate=("xlp_cli.tasks.pawsx.config:PawsxEvalConfig", "xlp_cli.tasks.pawsx.scores:run"),
+        finetune_summary="xlp_cli.tasks.pawsx.finetune:print_summary",
+        evaluate_summary="xlp_cli.tasks.pawsx.scores:print_summary"),
+    "bucc": TaskSpec(
+        "BUCC 2018 bitext mining without fine-tuning: ratio-margin candidates (k=4), F1 at the threshold tuned on a part",
+        evaluate=("xlp_cli.tasks.bucc.config:BuccConfig", "xlp_cli.tasks.bucc.scores:run"),
+        evaluate_summary="xlp_cli.tasks.bucc.scores:print_summary", evaluate_reads=("pretrain",)),
     "retrieval": TaskSpec(
         "sentence retrieval without fine-tuning (XTREME's Tatoeba, and UD PUD): xx<->en cosine nearest neighbours",
         evaluate=("xlp_cli.tasks.retrieval.config:RetrievalConfig", "xlp_cli.tasks.retrieval.scores:run"),

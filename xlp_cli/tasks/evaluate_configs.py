@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import COUNT_MAX, opt
 from xlp_cli.core.errors import BadInput
+from xlp_cli.tasks.bucc.config import BuccOptions
 from xlp_cli.tasks.common import EvaluateCommon
 from xlp_cli.tasks.retrieval.config import RetrievalOptions
 
@@ -15,12 +16,14 @@ TOPIC_WORDS = ["happy", "glad", "sad", "car", "plane", "bike", "meat", "food", "
 
 
 @dataclasses.dataclass
-class XtremeConfig(EvaluateCommon, RetrievalOptions):
-    split: str = opt("test", "xtreme: which split's XNLI / POS predictions to score.", choices=("test", "dev"))
+class XtremeConfig(EvaluateCommon, RetrievalOptions, BuccOptions):
+    split: str = opt("test", "xtreme: which split's XNLI / PAWS-X / POS / NER / QA predictions to score.",
+                     choices=("test", "dev"))
 
     def validate(self) -> None:
         EvaluateCommon.validate(self)
         self.validate_retrieval()
+        self.validate_bucc()
 
 
 @dataclasses.dataclass
@@ -30,7 +33,7 @@ class LexiconConfig(EvaluateCommon):
     dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
     embedding: str = opt("raw", "lexicon: raw word embeddings (VLE 4.6) or encoded (after each language's encoding).",
                          choices=("raw", "encoded"))
-    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
+    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).", lo=0, hi=COUNT_MAX)
 
     def validate(self) -> None:
         super().validate()
@@ -46,7 +49,7 @@ class AnalysisConfig(EvaluateCommon):
     topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
     sentence: str = opt("the cat sat on the mat because it was tired .",
                         help="analysis: English sentence for the word-language correlation terms (XLP Fig. 2, Eq. 3).")
-    head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.")
+    head: int = opt(0, "analysis: attention head of the first layer for Fig. 2.", lo=0, hi=1023)
 
 
 @dataclasses.dataclass
@@ -55,15 +58,15 @@ class ClaimsConfig(EvaluateCommon):
                              "of pre-training).", choices=("best", "last"))
     dict_dir: Path | None = opt(None, "lexicon: folder with xx-en.<split> dictionaries (default: DATA/bilingual_dict_wiktionary).")
     dict_split: str = opt("test", "lexicon: dictionary file suffix (test, testsmall, trainsmall).")
-    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).")
+    max_pairs: int = opt(0, "lexicon: use at most this many word pairs per language (0: all).", lo=0, hi=COUNT_MAX)
     words: list[str] = opt(factory=lambda: ["the", "world", "house", "water"],
                            help="analysis: English words for the language similarity (XLP Fig. 4).")
     topic_words: list[str] = opt(factory=lambda: list(TOPIC_WORDS), help="analysis: words for the topic similarity (XLP Fig. 5).")
     alpha: float = opt(0.05, "claims: significance level of the one-sided paired t-test over seeds (Holm-corrected "
-                             "within each paper's claims).")
+                             "within each paper's claims).", gt=0, lt=1)
     retrieval_sets: list[str] = opt(factory=list, help="claims: also measure Tatoeba and/or PUD retrieval of each "
                                                        "pre-training run (tatoeba, pud; default: none).")
-    max_sentences: int = opt(0, "retrieval: use at most the first N pairs per language and set (0: all).")
+    max_sentences: int = opt(0, "retrieval: use at most the first N pairs per language and set (0: all).", lo=0, hi=COUNT_MAX)
 
     def validate(self) -> None:
         super().validate()

@@ -1,0 +1,1 @@
+"""PAWS-X paraphrase identification (XTREME): sentence pairs on XNLI's classifier and code path."""
