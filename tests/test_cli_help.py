@@ -50,6 +50,21 @@ def test_help_shows_every_flag_whole_with_its_default_and_choices(cli, path):
     assert "…" not in text and "Example:" in text
 
 
+@pytest.mark.parametrize("path", [[], ["bpe"], *COMMANDS], ids=["xlp", "bpe", *(" ".join(p) for p in COMMANDS)])
+def test_dash_h_is_help_on_every_command(cli, path):
+    text = _help(cli, path)
+    short = cli(*path, "-h")
+    assert short.exit_code == 0, short.stderr
+    assert short.stdout.replace("\xa0", " ") == text and "-h, --help" in text
+
+
+def test_dash_h_from_the_installed_command():
+    """`main()` builds only the named command (its own app): -h is help there too."""
+    r = subprocess.run([sys.executable, "-m", "xlp_cli", "bpe", "apply", "-h"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: xlp bpe apply") and "-h, --help" in r.stdout, r.stderr
+
+
 def test_help_names_the_defaults_and_choices_a_user_asked_for(cli):
     text = " ".join(_help(cli, ["pretrain"]).split())
     assert "--max-steps INT" in text and "the paper's 750000; cpu: 500" in text  # 0: the preset's
@@ -126,7 +141,7 @@ def test_toml_mistakes_name_the_line_and_the_closest_key(cli, tmp_path):
     f = tmp_path / "p.toml"
     f.write_text('# prepare\nsource = "text"\n\nworkers = "lots"\n')
     r = cli("prepare", "--config", f)
-    assert r.exit_code == 2 and r.stderr.strip() == f"xlp: error: {f}:4: bad value for 'workers': expected an integer, got 'lots'"
+    assert r.exit_code == 2 and r.stderr.strip() == (f"xlp: error: {f}:4: bad value for 'workers': expected an integer, got 'lots' (allowed: from 1 to 1024)")
     f.write_text('source = "text"\nsorce = "text"\n')
     r = cli("prepare", "--config", f)
     assert r.exit_code == 2 and f"{f}:2: unknown key 'sorce' (did you mean 'source'?)" in r.stderr
@@ -141,7 +156,7 @@ def test_recipe_key_mistake_names_its_line(cli, tmp_path):
     assert r.exit_code == 2 and f"{recipe}:13: [[pretrain]] b: unknown key 'warmpu' (did you mean 'warmup'?)" in r.stderr
     recipe.write_text('[[pretrain]]\nname = "a"\nmax-steps = -1\n')
     r = cli("run", recipe, "--dry-run")  # a value the stage refuses: the recipe table is named
-    assert r.exit_code == 2 and f"{recipe} [[pretrain]] a: " in r.stderr and "max-steps" in r.stderr, r.stderr
+    assert r.exit_code == 2 and f"{recipe}:3: [[pretrain]] a: " in r.stderr and "'max-steps': -1 (allowed" in r.stderr, r.stderr
 
 
 def test_language_codes_are_normalised():

@@ -31,9 +31,9 @@ if "transformers" not in sys.modules:  # remote code is copied here, not into ~/
     atexit.register(shutil.rmtree, _modules, True)
     os.environ.setdefault("HF_MODULES_CACHE", _modules)
 transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
 
 from xlp_cli.artifacts.files import sha256_file  # noqa: E402
+from xlp_cli.artifacts import layout  # noqa: E402
 from xlp_cli.artifacts.manifest import new_manifest, read_manifest, write_manifest  # noqa: E402
 from xlp_cli.bpe.dictionary import Dictionary  # noqa: E402
 from xlp_cli.export import hf_remote  # noqa: E402
@@ -74,7 +74,11 @@ def _modeling():
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    root = tmp_path_factory.mktemp("export")
+    return build_chain(tmp_path_factory.mktemp("export"))
+
+
+def build_chain(root: Path) -> Path:
+    """prepare (en, fr fixtures) -> bpe learn/apply -> a 3-step additive `xlp pretrain`, all under `root`."""
     for lang in LANGS:
         r = run_cli("prepare", "--source", "text", "--lang", lang, FIXTURES / "prepare" / f"news.{lang}.txt",
                     "--out", root / f"prep_{lang}", "--valid-fraction", "0", "--test-fraction", "0")
@@ -120,7 +124,7 @@ def _hand_run(root: Path, name: str) -> Path:
 
 def _batch(root: Path):
     """Two real sentences of the fixture (en, fr) as ids with </s> at both ends, padded, and their languages."""
-    rows = [pq.read_table(next((root / "ids" / "train" / lg).glob("part-*.parquet"))).column("ids")[0].as_py()[:12]
+    rows = [pq.read_table(next(layout.read_dir(root / "ids", "train", lg).glob("part-*.parquet"))).column("ids")[0].as_py()[:12]
             for lg in LANGS]
     seqs = [[1] + r + [1] for r in rows]
     t = max(map(len, seqs))
@@ -176,56 +180,11 @@ def test_hf_round_trip_gives_the_xlp_logits(chain, name):
         assert type(hf).__name__ == ("XLMWithLMHeadModel" if stock else "XlpForMaskedLM")
         got = hf(input_ids=ids, langs=langs, attention_mask=(~pad).long()).logits
         got_hidden = base(input_ids=ids, langs=langs, attention_mask=(~pad).long()).last_hidden_state
-    keep, v = ~pad, want.shape[-1]
-    extra = conf["vocab_size"] - v  # merge results tokenizer.json needs beyond dict.txt: never predicted
-    assert got.shape == (*want.shape[:2], v + extra)
-    print(f"{name}: max |logit difference| {float((got[keep][:, :v] - want[keep]).abs().max()):.2e}")
-    torch.testing.assert_close(got[keep][:, :v], want[keep], atol=1e-5, rtol=1e-5)
-    assert extra >= 0 and bool((got[keep][:, v:] < -1e3).all())
+    keep = ~pad
+    assert got.shape == want.shape and conf["vocab_size"] == xlp.config.vocab_size  # the model's vocabulary, no more
+    print(f"{name}: max |logit difference| {float((got[keep] - want[keep]).abs().max()):.2e}")
+    torch.testing.assert_close(got[keep], want[keep], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got_hidden[keep], hidden[keep], atol=1e-5, rtol=1e-5)
-
-
-def _hf_tokens(subwords: str) -> list[str]:
-    """fastBPE's `hel@@ lo` as the BPE model's tokens `hel`, `lo</w>`."""
-    return [t[:-2] if t.endswith("@@") else t + "</w>" for t in subwords.split()]
-
-
-def test_tokenizer_json_gives_the_ids_of_bpe_apply(chain):
-    """tokenizer.json = fastBPE's merges + XLM's ids. It equals `xlp bpe apply` on every sentence that fastBPE's
-    vocab limit leaves alone, and fastBPE without the limit on every sentence (the limit is not expressible)."""
-    from xlp_cli.bpe.codes import BpeCodec
-
-    out = chain / "hf_none"
-    if not (out / "tokenizer.json").is_file():
-        assert run_cli("export", "--format", "hf", _hand_run(chain, "none"), out).exit_code == 0
-    tok = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
-    auto = transformers.AutoTokenizer.from_pretrained(out)
-    unlimited = BpeCodec(chain / "ids" / "codes", None)
-    limited = BpeCodec(chain / "ids" / "codes", chain / "ids" / "vocab")
-    n = same = untouched = 0
-    v = len((chain / "ids" / "dict.txt").read_text(encoding="utf-8").splitlines()) + 14
-    for lg in LANGS:
-        prep = {}
-        for p in (chain / f"prep_{lg}" / "train" / lg).glob("part-*.parquet"):
-            t = pq.read_table(p, columns=["id", "text"]).to_pydict()
-            prep.update(zip(t["id"], t["text"]))
-        for shard in sorted((chain / "ids" / "train" / lg).glob("part-*.parquet")):
-            t = pq.read_table(shard, columns=["id", "ids"]).to_pydict()
-            for rid, ids in zip(t["id"], t["ids"]):
-                text = prep[rid]
-                enc = tok.encode(text)
-                as_xlp = [i if i < v else 3 for i in enc.ids]  # ids after dict.txt's are <unk> rows of the model
-                n += 1
-                assert enc.tokens == ["</s>", *_hf_tokens(unlimited.apply_lines([text])[0]), "</s>"]
-                if unlimited.apply_lines([text]) == limited.apply_lines([text]):
-                    untouched += 1
-                    assert as_xlp == [1] + ids + [1], text
-                same += as_xlp == [1] + ids + [1]
-    assert n > 20 and untouched > n // 2
-    print(f"tokenizer.json == xlp bpe apply on {same}/{n} sentences; vocab limit untouched on {untouched}/{n}")
-    assert auto(text)["input_ids"] == tok.encode(text).ids
-    assert auto.mask_token_id == 5 and auto.pad_token_id == 2
-    assert "Moses" in (out / "README.md").read_text()
 
 
 def test_export_refuses_what_is_not_a_pretrain_run_and_resumes(chain, tmp_path):
@@ -242,41 +201,3 @@ def test_export_refuses_what_is_not_a_pretrain_run_and_resumes(chain, tmp_path):
     m = read_manifest(tmp_path / "z", stage="export")
     assert m["outputs"]["model.safetensors"]["sha256"] == sha256_file(tmp_path / "z" / "model.safetensors")
     assert np.all([not p.name.startswith(".") or p.name.startswith(".xlp") for p in (tmp_path / "z").iterdir()])
-
-
-@pytest.mark.integration
-def test_tokenizer_json_of_xlm15_bpe_on_real_sentences(shared_data):
-    """XLM-15's released BPE (codes_xnli_15, vocab_xnli_15, max_vocab 95000) on 300 real Multi30k sentences per
-    language: tokenizer.json, fed Moses-tokenized *cased* text (its normalizer does `--lowercase xlm`), gives xlp's
-    ids wherever fastBPE's vocab limit does not split a subword again; the agreement rate is printed."""
-    import gzip
-
-    from xlp_cli.bpe.codes import BpeCodec
-    from xlp_cli.export import hf_tokenizer
-    from xlp_cli.text.pipeline import TextPipeline
-
-    codes, vocab = shared_data / "xlm_bpe_xnli15" / "codes_xnli_15", shared_data / "xlm_bpe_xnli15" / "vocab_xnli_15"
-    dico = Dictionary.read(vocab, max_vocab=95000)
-    spec, notes, extra = hf_tokenizer.build(codes, list(dico.words), "xlm")
-    tok = tokenizers.Tokenizer.from_str(json.dumps(spec))
-    limited, unlimited = BpeCodec(codes, vocab), BpeCodec(codes, None)
-    cased = TextPipeline.from_config({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "none"})
-    lower = TextPipeline.from_config({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "xlm"})
-    n = same = untouched = 0
-    for lang in ("en", "de", "fr"):
-        with gzip.open(shared_data / "multi30k" / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
-            raw = [cased.raw(next(f).rstrip("\n")) for _ in range(300)]
-        want_text = lower.process_batch(raw, lang)
-        subs, flat, offsets = limited.encode_lines(want_text, dico.index, 3)
-        got = tok.encode_batch(cased.process_batch(raw, lang))
-        for i, enc in enumerate(got):
-            want = [1, *flat[offsets[i]: offsets[i + 1]].tolist(), 1]
-            as_xlp = [t if t < len(dico) else 3 for t in enc.ids]
-            n += 1
-            same += as_xlp == want
-            if unlimited.apply_lines([want_text[i]]) == [subs[i]]:
-                untouched += 1
-                assert as_xlp == want, want_text[i]
-    print(f"XLM-15 BPE, Multi30k en/de/fr: tokenizer.json == xlp on {same}/{n} sentences "
-          f"({untouched} untouched by the vocab limit); {extra} merge results added after dict.txt")
-    assert untouched > 0.9 * n

@@ -100,7 +100,8 @@ def test_folders_that_are_not_models_are_one_line_errors(exported, tmp_path, cli
     (bert / "config.json").write_text('{"model_type": "bert"}')
     cases[bert] = "expected model_type xlm or xlp"
     notok = tmp_path / "notok"
-    shutil.copytree(root / "additive", notok, ignore=shutil.ignore_patterns("tokenizer", "dict.txt", "manifest.json"))
+    shutil.copytree(root / "additive", notok, ignore=shutil.ignore_patterns("tokenizer", "dict.txt", "manifest.json",
+                                                                           "vocab.json", "merges.txt"))
     cases[notok] = "without a tokenizer xlp runs"
     noweights = tmp_path / "noweights"
     shutil.copytree(root / "xlp", noweights, ignore=shutil.ignore_patterns("model.safetensors"))

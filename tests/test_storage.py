@@ -180,7 +180,7 @@ def test_prepare_bpe_and_pretrain_read_and_write_s3(cli, bucket, shared_data, tm
     os.environ["XLP_STORAGE_CACHE"] = str(tmp_path / "cache-export")  # (monkeypatched by the fixture)
     r = cli("export", "--format", "hf", bucket.uri("run"), bucket.uri("hf"))
     assert r.exit_code == 0, r.stderr
-    assert {"config.json", "model.safetensors", "tokenizer.json", "manifest.json"} <= set(bucket.keys("hf"))
+    assert {"config.json", "model.safetensors", "vocab.json", "tokenizer_config.json", "manifest.json"} <= set(bucket.keys("hf"))
     assert not (tmp_path / "cache-export" / "s3" / bucket.name / "ids" / "train").exists()  # only what it reads
 
     again = cli("bpe", "apply", "--data", bucket.uri("prep"), "--data", bucket.uri("bpe"), "--out", bucket.uri("ids"),

@@ -34,6 +34,9 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # `-h` is `--help` on every command (commands.py too)
+
+
 def build_app(only: set[str] | None = None) -> typer.Typer:
     """The `xlp` app with the commands of the stages in `only` (None: all)."""
     app = typer.Typer(
@@ -46,6 +49,7 @@ def build_app(only: set[str] | None = None) -> typer.Typer:
         add_completion=True,
         rich_markup_mode=None,  # plain help: no Rich markup eating "[default: ...]", no cut flag names at 80 columns
         pretty_exceptions_enable=False,
+        context_settings=HELP_OPTIONS,
     )
 
     @app.callback()
@@ -61,7 +65,8 @@ def build_app(only: set[str] | None = None) -> typer.Typer:
         if len(spec.command) > 1:
             if spec.command[0] not in groups:
                 groups[spec.command[0]] = typer.Typer(help="Learn and apply BPE (fastBPE format) or SentencePiece.",
-                                                      no_args_is_help=True, rich_markup_mode=None)
+                                                      no_args_is_help=True, rich_markup_mode=None,
+                                                      context_settings=HELP_OPTIONS)
                 app.add_typer(groups[spec.command[0]], name=spec.command[0])
             parent = groups[spec.command[0]]
         stage_command(parent, stage)

@@ -5,5 +5,6 @@
     hf_xlm.py        encodings the stock `XLMWithLMHeadModel` can express: config.json + renamed weights
     hf_remote.py     the others: xlp's own weights + `modeling_xlp.py` for `trust_remote_code=True`
     modeling_xlp.py  that modeling file (torch + transformers only; copied into the export, never imported by xlp)
-    hf_tokenizer.py  tokenizer.json (BPE with XLM's vocabulary and special ids) from the run's tokenizer files
+    hf_tokenizer.py  the tokenizer files: XLMTokenizer's (vocab.json, merges.txt) and tokenizer_config.json
+    tokenization_xlp.py  XlpTokenizer, xlp's exact text pipeline (copied into the export; imports xlp_cli)
 """

@@ -18,7 +18,6 @@ MODELING = Path(__file__).with_name("modeling_xlp.py")
 AUTO_MAP = {"AutoConfig": "modeling_xlp.XlpConfig", "AutoModel": "modeling_xlp.XlpModel",
             "AutoModelForMaskedLM": "modeling_xlp.XlpForMaskedLM"}
 
-VOCAB_TENSORS = ("xlp.embed.weight", "pred_bias")  # what tokenizer ids index
 
 
 def why_not(cfg: Any) -> str | None:

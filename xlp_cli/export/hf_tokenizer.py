@@ -1,118 +1,120 @@
-"""tokenizer.json (the `tokenizers` library's format) for a run whose subwords are fastBPE codes.
+"""The tokenizer files of an export: two tokenizers over one vocabulary, the model's (dict.txt, ids 0..V-1).
 
-What it expresses exactly: the BPE merges of `codes` (fastBPE marks a word end with `</w>`, so the model is
-`BPE(end_of_word_suffix="</w>")`), XLM's vocabulary with its ids (dict.txt: `hel@@` becomes `hel`, a word-final
-`lo` becomes `lo</w>`, the 14 specials keep ids 0-13 and are added special tokens), `</s> A </s>` (and
-`</s> A </s> B </s>`) around a sentence as xlp's streams and XNLI do, and `--lowercase xlm` (lowercase, NFD,
-strip the Mn marks, lowercase).
+- `XlpTokenizer` (tokenization_xlp.py, copied into the export; `AutoTokenizer.from_pretrained(OUT,
+  trust_remote_code=True)`): xlp's own pipeline read from OUT/tokenizer/ + OUT/dict.txt (TextEncoder.load), so
+  its ids are xlp's for every --tokenize / --lowercase mode, fastBPE (with its vocab limit) and SentencePiece. It
+  imports xlp_cli: the export then needs xlp installed. It also returns `langs` (the model's language input).
+- Stock transformers `XLMTokenizer` (fastBPE runs; `AutoTokenizer.from_pretrained(OUT)`, no remote code):
+  vocab.json + merges.txt + tokenizer_config.json with XLM's lowercasing, lang2id/id2lang. It runs sacremoses'
+  Moses (not xlp's perl-exact one), cannot express `--lowercase safe` or fastBPE's vocab limit, and under
+  transformers 5 tokenizes every language with the English rules; `stock_notes` says which of these apply, and
+  the export writes them into README.md, tokenizer_config.json and the manifest.
 
-What it cannot express (written into the export's README and the manifest): the Moses steps (punctuation
-normalization, non-printing characters, Moses tokenization and its language rules, jieba/pythainlp word
-segmentation): give it text tokenized as xlp's `text` column is, or use `TextEncoder.load(OUT)`, which runs the
-whole pipeline; `--lowercase safe` accent stripping (only the lowercasing is written); fastBPE's vocab limit
-(a subword missing from the BPE vocab is split again by fastBPE; tokenizers keeps it). `tokenizers` needs every
-merge's result in its vocabulary with an id of its own: those dict.txt lacks get ids after dict.txt's, and the
-export gives the model rows for them (`extra_rows`): the embedding of `<unk>` (what xlp reads for a subword
-outside its dictionary) and an output bias of -1e4 (never predicted).
+No tokenizer.json is written: the `tokenizers` library's BPE needs every merge's result in its vocabulary
+(ids the model does not have) and cannot express the Moses steps or the vocab limit, so it is exact on no
+xlp text pipeline.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from xlp_cli.artifacts import special_ids
+from xlp_cli.artifacts.files import atomic_path, write_json_atomic, write_text_atomic
 from xlp_cli.bpe.codes import read_merges
 
 SUFFIX = "</w>"
-NOT_EXPRESSED = [
-    "Moses steps (punctuation normalization, non-printing characters, tokenization, jieba/pythainlp segmentation): "
-    "give text tokenized like xlp's `text` column, or run xlp_cli.bpe.encoder.TextEncoder.load(OUT)",
-    "fastBPE's vocabulary limit (a subword missing from the BPE vocab is split again by fastBPE, not here)",
-]
-NORMALIZERS = {
-    "xlm": [{"type": "Lowercase"}, {"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}],
-    "safe": [{"type": "Lowercase"}],
-    "none": [],
-}
+REMOTE = Path(__file__).with_name("tokenization_xlp.py")
+AUTO_MAP = {"AutoTokenizer": ["tokenization_xlp.XlpTokenizer", None]}
+STOCK_FILES = ("vocab.json", "merges.txt")
 
 
 def hf_token(word: str) -> str:
-    """An XLM dictionary entry as the BPE model's token: `hel@@` -> `hel`, `lo` -> `lo</w>`."""
+    """An XLM dictionary entry as XLMTokenizer's token: `hel@@` -> `hel`, `lo` -> `lo</w>`."""
     return word[:-2] if word.endswith("@@") else word + SUFFIX
 
 
-def _special(token: str) -> dict[str, Any]:
-    return {"SpecialToken": {"id": token, "type_id": 0}}
-
-
-def _seq(name: str, type_id: int) -> dict[str, Any]:
-    return {"Sequence": {"id": name, "type_id": type_id}}
-
-
-def build(codes: Path, words: list[str], lowercase: str) -> tuple[dict[str, Any], list[str], int]:
-    """(tokenizer.json as a dict, what it does not express, how many ids it adds after dict.txt's). `words`:
-    dict.txt's entries in id order, specials first (the XLM layout)."""
-    specials = list(special_ids.SPECIAL_TOKENS)
-    assert words[: len(specials)] == specials, "dictionary without XLM's special ids"
-    vocab: dict[str, int] = {tok: i for i, tok in enumerate(specials)}
-    for i, w in enumerate(words[len(specials):], start=len(specials)):
+def xlm_vocab(words: list[str]) -> dict[str, int]:
+    """vocab.json: dict.txt's ids, specials as they are, words as XLMTokenizer spells them."""
+    n = special_ids.N_SPECIAL
+    assert tuple(words[:n]) == special_ids.SPECIAL_TOKENS, "dictionary without XLM's special ids"
+    vocab = {w: i for i, w in enumerate(words[:n])}
+    for i, w in enumerate(words[n:], start=n):
         vocab.setdefault(hf_token(w), i)
-    merges = read_merges(codes)
-    missing = 0
-    for a, b in merges:  # the BPE model needs every merge's parts and result (each with its own id)
-        for tok in (a, b, a + b):
-            if tok not in vocab:
-                vocab[tok] = len(words) + missing
-                missing += 1
-    eos = specials[special_ids.EOS]
-    notes = list(NOT_EXPRESSED)
+    return vocab
+
+
+def merges_txt(codes: Path) -> str:
+    """merges.txt: fastBPE's merges in rank order, `a b` per line (XLMTokenizer reads no header)."""
+    return "".join(f"{a} {b}\n" for a, b in read_merges(codes))
+
+
+def stock_notes(pipeline: dict[str, Any], n_langs: int, vocab_collisions: int) -> list[str]:
+    """What the stock XLMTokenizer does not reproduce of a run with text pipeline `pipeline` (TextPipeline.config())."""
+    notes = ["fastBPE's vocabulary limit: a merged subword missing from dict.txt is split again by xlp, "
+             "XLMTokenizer gives <unk> for it",
+             "transformers 5's PreTrainedTokenizer does not pass `lang` to XLMTokenizer._tokenize: every language "
+             "gets the English Moses rules, and zh/th/ja no word segmenter"
+             + ("" if n_langs > 1 else " (one-language model: only that language's rules differ)"),
+             "no `langs` output: pass langs= to a multilingual model yourself"]
+    tokenize, lowercase = pipeline.get("tokenize"), pipeline.get("lowercase")
+    if tokenize == "xlm":
+        notes.append("--tokenize xlm: XLMTokenizer runs sacremoses, not tokenizer.perl (xlp's is perl-exact): "
+                     "final periods, Indic marks, prefix lines and language rules differ (docs/prepare.md)")
+    elif tokenize == "moses":
+        notes.append("--tokenize moses: XLMTokenizer normalizes before removing non-printing characters "
+                     "(xlp: clean, normalize, clean again)")
+    else:
+        notes.append("--tokenize none: XLMTokenizer runs Moses normalization and tokenization anyway")
     if lowercase == "safe":
-        notes.append("--lowercase safe: only the lowercasing is written, not its accent rules")
-    if missing:
-        notes.append(f"{missing} merge results that are not in dict.txt get ids {len(words)}-{len(words) + missing - 1} "
-                     "(tokenizers needs them); the exported model embeds them as <unk> and never predicts them")
-    norm = NORMALIZERS.get(lowercase, [])
-    tokenizer = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                          "normalized": False, "special": True} for i, t in enumerate(specials)],
-        "normalizer": {"type": "Sequence", "normalizers": norm} if norm else None,
-        "pre_tokenizer": {"type": "WhitespaceSplit"},
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [_special(eos), _seq("A", 0), _special(eos)],
-            "pair": [_special(eos), _seq("A", 0), _special(eos), _seq("B", 1), {"SpecialToken": {"id": eos, "type_id": 1}}],
-            "special_tokens": {eos: {"id": eos, "ids": [special_ids.EOS], "tokens": [eos]}},
-        },
-        "decoder": {"type": "BPEDecoder", "suffix": SUFFIX},
-        "model": {"type": "BPE", "dropout": None, "unk_token": specials[special_ids.UNK],
-                  "continuing_subword_prefix": None, "end_of_word_suffix": SUFFIX, "fuse_unk": False,
-                  "byte_fallback": False, "ignore_merges": False, "vocab": vocab,
-                  "merges": [[a, b] for a, b in merges]},
-    }
-    return tokenizer, notes, missing
+        notes.append("--lowercase safe: XLMTokenizer applies XLM's lowercase_and_remove_accent instead (the same on "
+                     "Latin and Greek; it strips Cyrillic й/ё, Arabic, Hebrew, Indic and Thai marks that safe keeps)")
+    if not pipeline.get("normalize", True):
+        notes.append("--no-normalize: XLMTokenizer always normalizes punctuation")
+    if not pipeline.get("clean", True):
+        notes.append("--no-clean: XLMTokenizer always removes non-printing characters")
+    if vocab_collisions:
+        notes.append(f"{vocab_collisions} dict.txt entries share their XLMTokenizer spelling with an earlier one "
+                     "and are never produced")
+    return notes
 
 
-def tokenizer_config(langs: list[str]) -> dict[str, Any]:
-    """tokenizer_config.json: which token plays which role, for AutoTokenizer."""
+def tokenizer_config(langs: list[str], pipeline: dict[str, Any], max_length: int, stock: bool,
+                     notes: list[str]) -> dict[str, Any]:
+    """tokenizer_config.json: the stock class (fastBPE runs) or none, and XlpTokenizer through `auto_map`. Its
+    `bos_token` is `</s>`: XLMTokenizer puts bos_token first, and xlp's sentences are `</s> ... </s>`."""
     s = special_ids.SPECIAL_TOKENS
-    return {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": s[special_ids.BOS],
-            "eos_token": s[special_ids.EOS], "sep_token": s[special_ids.EOS], "cls_token": s[special_ids.EOS],
-            "pad_token": s[special_ids.PAD], "unk_token": s[special_ids.UNK], "mask_token": s[special_ids.MASK],
-            "model_max_length": 512, "langs": list(langs)}
+    conf: dict[str, Any] = {
+        "tokenizer_class": "XLMTokenizer" if stock else "XlpTokenizer", "auto_map": AUTO_MAP,
+        "bos_token": s[special_ids.EOS], "eos_token": s[special_ids.EOS], "sep_token": s[special_ids.EOS],
+        "cls_token": s[special_ids.EOS], "pad_token": s[special_ids.PAD], "unk_token": s[special_ids.UNK],
+        "mask_token": s[special_ids.MASK], "model_max_length": max_length,
+        "lang2id": {l: i for i, l in enumerate(langs)}, "id2lang": {i: l for i, l in enumerate(langs)},
+        "default_lang": langs[0] if langs else "en",
+        "do_lowercase_and_remove_accent": pipeline.get("lowercase") != "none",
+        "xlp_pipeline": pipeline, "xlp_stock_tokenizer_differs": notes,
+    }
+    return conf
 
 
-NEVER = -1e4  # output bias of the added rows: exp(-1e4) is 0 in float32 and float16
-
-
-def extra_rows(tensors: dict[str, Any], embedding: str, bias: str, n: int) -> None:
-    """Append `n` rows to the exported embedding (copies of `<unk>`'s) and output bias (NEVER), in place."""
-    import torch
-
-    if n:
-        emb, b = tensors[embedding], tensors[bias]
-        tensors[embedding] = torch.cat([emb, emb[special_ids.UNK].expand(n, -1)]).contiguous()
-        tensors[bias] = torch.cat([b, b.new_full((n,), NEVER)]).contiguous()
+def write(out: Path, encoder: Any, langs: list[str], max_length: int) -> tuple[bool, list[str]]:
+    """Write the tokenizer files of `encoder` (a TextEncoder) into `out`: dict.txt + tokenizer/ (xlp's pipeline),
+    tokenization_xlp.py, and for fastBPE XLMTokenizer's vocab.json + merges.txt; tokenizer_config.json last.
+    Returns (whether the stock XLMTokenizer is written, what it does not reproduce)."""
+    out = Path(out)
+    words, pipeline = list(encoder.dictionary.words), encoder.pipeline.config()
+    stock = encoder.tokenizer.kind == "fastbpe"
+    encoder.save(out)  # tokenizer/ + dict.txt: what XlpTokenizer runs
+    with atomic_path(out / "tokenization_xlp.py") as tmp:
+        shutil.copyfile(REMOTE, tmp)
+    if stock:
+        vocab = xlm_vocab(words)
+        notes = stock_notes(pipeline, len(langs), len(words) - len(vocab))
+        write_json_atomic(out / "vocab.json", vocab)
+        write_text_atomic(out / "merges.txt", merges_txt(encoder.files["codes"]))
+    else:
+        notes = [f"the run's tokenizer is {encoder.tokenizer.kind}; transformers' XLMTokenizer reads fastBPE files only"]
+    write_json_atomic(out / "tokenizer_config.json", tokenizer_config(langs, pipeline, max_length, stock, notes))
+    return stock, notes

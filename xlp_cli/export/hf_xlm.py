@@ -21,7 +21,6 @@ import torch
 from xlp_cli.artifacts import special_ids
 from xlp_cli.models.encoding_registry import spec
 
-VOCAB_TENSORS = ("transformer.embeddings.weight", "pred_layer.proj.bias")  # what tokenizer ids index
 
 
 def why_not(cfg: Any) -> str | None:

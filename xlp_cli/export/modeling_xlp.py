@@ -168,7 +168,8 @@ class XlpModel(XlpPreTrainedModel):
         b, t = input_ids.shape
         if langs is None:
             if len(self.config.langs) > 1:
-                raise ValueError(f"pass langs= (indices into {self.config.langs}): this model has several languages")
+                raise ValueError(f"pass langs= (indices into {self.config.langs}; the export's tokenizer returns them: "
+                                 "tok(text, lang=...)): this model has several languages")
             langs = torch.zeros(b, dtype=torch.long, device=input_ids.device)
         langs = langs[:, None].expand(-1, t) if langs.dim() == 1 else langs
         p = self.lang_encoding.prefix

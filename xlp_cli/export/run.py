@@ -2,9 +2,11 @@
 
     OUT/config.json, OUT/model.safetensors     stock `XLMWithLMHeadModel` (none/additive encodings, XLM's shape),
                                                or `XlpForMaskedLM` + OUT/modeling_xlp.py (trust_remote_code)
-    OUT/tokenizer.json, tokenizer_config.json  fastBPE runs: BPE with XLM's vocabulary and special ids
+    OUT/tokenizer_config.json                  AutoTokenizer: the stock XLMTokenizer (fastBPE runs) and, through
+    OUT/tokenization_xlp.py                    `auto_map`, XlpTokenizer (trust_remote_code: xlp's exact ids)
+    OUT/vocab.json, OUT/merges.txt             XLMTokenizer's files (fastBPE runs): dict.txt's ids, the model's
     OUT/tokenizer/, OUT/dict.txt               xlp's own tokenizer (the whole text pipeline: TextEncoder.load(OUT))
-    OUT/README.md                              how to load it and what tokenizer.json does not express
+    OUT/README.md                              how to load it and what the stock XLMTokenizer does not reproduce
     OUT/manifest.json                          stage "export", last
 
 Every file is written to a temporary name and renamed; the manifest comes last (docs/export.md).
@@ -30,7 +32,7 @@ from xlp_cli.models import checkpoint as ckpt
 
 STAGE = "export"
 OWNS = ("config.json", "model.safetensors", "modeling_xlp.py", "tokenizer.json", "tokenizer_config.json",
-        "tokenizer", "dict.txt", "README.md")
+        "tokenization_xlp.py", "vocab.json", "merges.txt", "tokenizer", "dict.txt", "README.md")
 
 
 def _load(run: Path, which: str) -> tuple[Any, Path, dict[str, Any]]:
@@ -49,21 +51,30 @@ def _write_weights(path: Path, tensors: dict[str, Any]) -> None:
         save_file(tensors, str(tmp), metadata={"format": "pt"})
 
 
-def _readme(stock: bool, reason: str | None, langs: list[str], notes: list[str], has_tokenizer: bool) -> str:
-    load = ("from transformers import AutoModelForMaskedLM\n"
-            f"model = AutoModelForMaskedLM.from_pretrained(FOLDER{'' if stock else ', trust_remote_code=True'})")
+def _readme(stock: bool, reason: str | None, langs: list[str], notes: list[str], has_stock_tokenizer: bool) -> str:
+    remote = "" if stock else ", trust_remote_code=True"
+    load = ("from transformers import AutoModelForMaskedLM, AutoTokenizer\n"
+            f"model = AutoModelForMaskedLM.from_pretrained(FOLDER{remote})\n"
+            "tok = AutoTokenizer.from_pretrained(FOLDER, trust_remote_code=True)   # xlp's exact ids; needs xlp\n"
+            f"logits = model(**tok(\"A sentence.\", lang=\"{langs[0] if langs else 'en'}\", return_tensors=\"pt\")).logits")
     lines = ["# xlp model (written by `xlp export --format hf`)", "",
              ("A stock transformers `XLMWithLMHeadModel`: no remote code." if stock else
               f"`XlpForMaskedLM` from `modeling_xlp.py` (load with `trust_remote_code=True`): {reason}."), "",
              "```python", load, "```", "",
              f"Languages (the `langs` input: one index per sentence or per token): {', '.join(f'{i}={l}' for i, l in enumerate(langs))}.",
-             "Sentences are `</s> tokens </s>` (id 1 at both ends), padding id 2 with `attention_mask` 0.", ""]
-    if has_tokenizer:
-        lines += ["`tokenizer.json` does not express:", *[f"- {n}" for n in notes], ""]
+             "Sentences are `</s> tokens </s>` (id 1 at both ends), padding id 2 with `attention_mask` 0.",
+             ("A multilingual model needs `langs`: XlpTokenizer returns it; "
+              + ("without it transformers' XLM adds no language embedding (different logits)."
+                 if stock else "without it the model raises an error.")) if len(langs) > 1 else "", "",
+             "Tokenizers (one vocabulary, dict.txt's, the model's):",
+             "- `XlpTokenizer` (`tokenization_xlp.py`, `trust_remote_code=True`): xlp's own text pipeline from "
+             "`tokenizer/` + `dict.txt`, the ids xlp gives on raw text; it imports xlp (`pip install xlp`). "
+             f"`lang=` picks the language (default `{langs[0] if langs else 'en'}`) and fills the `langs` output.", ""]
+    if has_stock_tokenizer:
+        lines += ["- the stock `XLMTokenizer` (`vocab.json`, `merges.txt`; no remote code) does not reproduce:",
+                  *[f"  - {n}" for n in notes], ""]
     else:
-        lines += ["No `tokenizer.json`: " + notes[0], ""]
-    lines += ["`tokenizer/` and `dict.txt` hold xlp's own tokenizer: `xlp_cli.bpe.encoder.TextEncoder.load(FOLDER)` "
-              "runs the whole text pipeline (Moses steps included).", ""]
+        lines += ["- no stock tokenizer: " + notes[0], ""]
     return "\n".join(lines)
 
 
@@ -87,39 +98,28 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
 
     langs = list(mcfg.langs)
     kind = hf_xlm if stock else hf_remote
-    has_tokenizer, extra = encoder.tokenizer.kind == "fastbpe", 0
-    if has_tokenizer:
-        if len(encoder.dictionary) != mcfg.vocab_size:
-            raise BadInput(f"the run's dictionary has {len(encoder.dictionary)} entries, its model {mcfg.vocab_size}",
-                           path=run_dir)
-        tok, notes, extra = hf_tokenizer.build(encoder.files["codes"], list(encoder.dictionary.words),
-                                               encoder.pipeline.lowercase)
-    else:
-        notes = [f"the run's tokenizer is {encoder.tokenizer.kind}; xlp writes tokenizer.json for fastBPE runs only"]
-    tensors = kind.state_dict(model)
-    hf_tokenizer.extra_rows(tensors, *kind.VOCAB_TENSORS, extra)
-    _write_weights(out / "model.safetensors", tensors)
+    if len(encoder.dictionary) != mcfg.vocab_size:
+        raise BadInput(f"the run's dictionary has {len(encoder.dictionary)} entries, its model {mcfg.vocab_size}",
+                       path=run_dir)
+    _write_weights(out / "model.safetensors", kind.state_dict(model))
     if not stock:
         with atomic_path(out / "modeling_xlp.py") as tmp:
             shutil.copyfile(hf_remote.MODELING, tmp)
-    encoder.save(out)  # tokenizer/ + dict.txt: xlp's own pipeline
-    if has_tokenizer:
-        write_json_atomic(out / "tokenizer.json", tok)
-        write_json_atomic(out / "tokenizer_config.json", hf_tokenizer.tokenizer_config(langs))
-    write_text_atomic(out / "README.md", _readme(stock, reason, langs, notes, has_tokenizer))
-    config_json = dict(kind.config_json(mcfg, langs), vocab_size=mcfg.vocab_size + extra, xlp_dictionary_size=mcfg.vocab_size)
-    write_json_atomic(out / "config.json", config_json)  # last of the HF files
+    has_stock_tokenizer, notes = hf_tokenizer.write(out, encoder, langs, mcfg.n_positions)
+    write_text_atomic(out / "README.md", _readme(stock, reason, langs, notes, has_stock_tokenizer))
+    write_json_atomic(out / "config.json", kind.config_json(mcfg, langs))  # last of the HF files
 
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
                    and not p.name.startswith(".") and p.name != MANIFEST)
     summary = {"out": str(out), "format": cfg.format,
                "model_class": "XLMWithLMHeadModel" if stock else "XlpForMaskedLM (trust_remote_code)",
                "remote_code_because": reason, "lang_encoding": mcfg.lang_encoding, "langs": ",".join(langs),
-               "tokenizer_json": has_tokenizer, "extra_rows": extra, "checkpoint": str(ckpt_dir)}
+               "stock_tokenizer": "XLMTokenizer" if has_stock_tokenizer else None,
+               "remote_tokenizer": "XlpTokenizer", "vocab_size": mcfg.vocab_size, "checkpoint": str(ckpt_dir)}
     manifest = new_manifest(
         STAGE, config, upstream=[{"path": str(run_dir.resolve()), "stage": "pretrain",
                                   "config_hash": run_m.get("config_hash")}],
         outputs={f: {"sha256": sha256_file(out / f)} for f in files},
-        tokenizer_not_expressed=notes, summary=summary, complete=True)
+        stock_tokenizer_differs=notes, summary=summary, complete=True)
     write_manifest(out, manifest)
     return summary

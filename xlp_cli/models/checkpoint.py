@@ -29,16 +29,19 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model as st_save_model
 
-from xlp_cli.artifacts.files import atomic_folder, sha256_file, write_json_atomic
+from xlp_cli.artifacts.files import atomic_folder, honour_umask, sha256_file, write_json_atomic
+from xlp_cli.core.config import STEPS_MAX, Range
 from xlp_cli.core.errors import BadInput
-from xlp_cli.core.textfile import json_object
+from xlp_cli.core.textfile import json_file, json_object
 from xlp_cli.models import legacy
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
 from xlp_cli.models.factory import build_seq2seq
-from xlp_cli.models.heads import ClassifierConfig, PlugInClassifier, SequenceClassifier, TokenClassifier
+from xlp_cli.models.heads import (ClassifierConfig, PlugInClassifier, SequenceClassifier, SpanExtractor,
+                                  TokenClassifier)
 from xlp_cli.models.seq2seq import Seq2SeqConfig
 
 FORMAT_VERSION = 2
+STEP_RANGE = Range(lo=0, hi=STEPS_MAX)  # a checkpoint's step: what --max-steps allows
 WEIGHTS, CONFIG, STATE, META = "model.safetensors", "model.json", "state.pt", "meta.json"
 LEGACY_WEIGHTS = "classifier.safetensors"  # XNLI checkpoints of xlp 0.1
 
@@ -63,6 +66,7 @@ def _kinds() -> dict[str, Callable[[dict[str, Any]], torch.nn.Module]]:
         "classifier": lambda d: SequenceClassifier.from_config(ClassifierConfig.from_dict(d)),
         "veco-classifier": lambda d: PlugInClassifier.from_config(ClassifierConfig.from_dict(d)),
         "tagger": lambda d: TokenClassifier.from_config(ClassifierConfig.from_dict(d)),
+        "span": lambda d: SpanExtractor.from_config(ClassifierConfig.from_dict(d)),
     }
 
 
@@ -75,6 +79,7 @@ def save(folder: str | Path, model: torch.nn.Module, meta: dict[str, Any] | None
     with atomic_folder(folder) as tmp:
         st_save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
         _sort_metadata(tmp / WEIGHTS)
+        honour_umask(tmp / WEIGHTS)  # safetensors writes 0600 whatever the umask
         write_json_atomic(tmp / CONFIG, model_json(model))
         sums = {WEIGHTS: sha256_file(tmp / WEIGHTS)}
         if state is not None:
@@ -116,13 +121,16 @@ def read_meta(folder: str | Path) -> dict[str, Any] | None:
     if not path.is_file() or _weights_path(folder) is None:
         return None
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"corrupt checkpoint meta.json ({e}); delete the checkpoint folder or rerun with --force",
+        meta = json_file(path)
+    except BadInput as e:
+        raise BadInput(f"corrupt checkpoint meta.json ({e.message}); delete the checkpoint folder or rerun with --force",
                        path=path) from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+    if not isinstance(meta, dict) or not isinstance(meta.get("step"), int) or isinstance(meta["step"], bool):
         raise BadInput("checkpoint meta.json has no integer 'step'; delete the checkpoint folder or rerun with --force",
                        path=path)
+    if not STEP_RANGE.allows(meta["step"]):
+        raise BadInput(f"checkpoint meta.json: 'step' {meta['step']} is outside its range ({STEP_RANGE.text()}); "
+                       "delete the checkpoint folder or rerun with --force", path=path)
     return legacy.normalize_meta(meta)
 
 
@@ -131,8 +139,8 @@ def _check_hash(folder: Path, name: str) -> None:
     if not meta_path.is_file():
         return
     try:
-        want = (json.loads(meta_path.read_text(encoding="utf-8")).get("sha256") or {}).get(name)
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        want = (json_file(meta_path).get("sha256") or {}).get(name)
+    except (BadInput, AttributeError):
         return  # read_meta reports a corrupt meta.json
     if want and sha256_file(folder / name) != want:
         raise BadInput(f"corrupt {name}: its sha256 differs from the one recorded in meta.json (damaged or partly "
@@ -207,6 +215,8 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu") -> torch.
         model = kinds[d["kind"]]({k: v for k, v in d.items() if k != "kind"})
     except (TypeError, KeyError, ValueError) as e:
         raise BadInput(f"model config does not describe a {d['kind']} ({e})", path=folder / CONFIG) from None
+    except BadInput as e:  # a value outside its declared range
+        raise BadInput(e.message, path=folder / CONFIG) from None
     load_weights(model, folder, device)
     return model.to(device)
 

@@ -13,25 +13,25 @@ from typing import Any
 
 from xlp_cli import tasks, tasks as registry
 from xlp_cli.core import config as cfgmod
-from xlp_cli.core.config import FORCE_HELP, opt
+from xlp_cli.core.config import FORCE_HELP, SEED_MAX, STEPS_MAX, opt
 from xlp_cli.core.errors import BadInput, did_you_mean
-from xlp_cli.train.sections import Optimizer, Precision, Runtime
+from xlp_cli.train.sections import Optimizer, Precision, Runtime, Tracking
 
 
 @dataclasses.dataclass
-class FinetuneCommon(Optimizer, Precision, Runtime):
+class FinetuneCommon(Optimizer, Precision, Runtime, Tracking):
     """What every fine-tuning task shares: these fields, and the sections of `train/sections.py` (--warmup,
-    --weight-decay, --clip-norm; --amp; --device, --threads). A task with other defaults names them in `@defaults`."""
+    --weight-decay, --clip-norm; --amp; --device, --threads; --tensorboard, --wandb). A task with other defaults names them in `@defaults`."""
     task: str = opt("xnli", "Fine-tuning task (the registry in xlp_cli/tasks).", choices=registry.names("finetune"))
     data: list[Path] = opt(factory=list, help="Input folders (xnli: the `xlp pretrain` run; translation: the `xlp bpe apply` output).")
     out: Path = opt(Path("out/finetune"), "Output folder.")
     lang: list[str] = opt(factory=list, help="Languages (xnli: test languages; translation: languages kept).")
     which: str = opt("best", "Which pre-training checkpoint to start from.", choices=("best", "last"))
-    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).")
-    lr: list[float] = opt(factory=list, help="Learning rate(s) (empty: the task's default).")
-    epochs: int = opt(3, "Passes over the training set.")
-    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).")
-    log_every: int = opt(50, "Log the training loss every N steps (metrics.jsonl).", volatile=True)
+    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).", lo=0, hi=SEED_MAX)
+    lr: list[float] = opt(factory=list, help="Learning rate(s) (empty: the task's default).", gt=0, hi=10)
+    epochs: int = opt(3, "Passes over the training set.", lo=0, hi=10**6)
+    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", lo=0, hi=STEPS_MAX)
+    log_every: int = opt(50, "Log the training loss every N steps (metrics.jsonl).", volatile=True, lo=1, hi=STEPS_MAX)
     force: bool = opt(False, FORCE_HELP, volatile=True)
 
     def validate(self) -> None:

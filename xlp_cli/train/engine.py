@@ -17,7 +17,8 @@ back to eager with one line when it fails.
 Every `eval_every` steps and at the end, rank 0 evaluates (`objective.evaluate`),
 writes `RUN/checkpoints/last` (weights, optimizer/scheduler/scaler state, meta with the objective's data position
 and RNG) and, when the objective's metric improved (or there is nothing to evaluate), `checkpoints/best` (weights).
-`save_every` also writes `last` in between. Metrics go to `RUN/metrics.jsonl`, one JSON object per event.
+`save_every` also writes `last` in between. Metrics go to `RUN/metrics.jsonl`, one JSON object per event (and to
+TensorBoard / W&B when asked for: `trackers.py`).
 
 A run folder with a `last` checkpoint resumes from it: weights, optimizer, schedule, data position and RNG come
 back, the metrics log is cut back to that step, and the remaining steps are exactly those of an uninterrupted run.
@@ -45,7 +46,8 @@ from xlp_cli.train.objectives.base import Objective
 from xlp_cli.train.prefetch import Prefetcher, to_device
 from xlp_cli.train.runtime import Runtime, batch_too_large, is_oom, rng_state, seed_dropout, set_rng_state
 from xlp_cli.train.schedule import WarmupInverseSqrt
-from xlp_cli.train.sections import Adam
+from xlp_cli.train.sections import Adam, Tracking
+from xlp_cli.train.trackers import Trackers
 from xlp_cli.train.warmup import check_warmup
 
 
@@ -66,6 +68,8 @@ class Settings:
     compile: str = "off"     # torch.compile the model: on, off, or auto (on for CUDA)
     prefetch: int = 2        # steps of batches built ahead in a worker thread (0: in the loop's thread)
     label: str = "train"     # progress bar and terminal lines
+    tensorboard: str = ""    # also TensorBoard event files under DIR/<run folder name> (train/trackers.py)
+    wandb: str = ""          # also this Weights & Biases project
 
     @classmethod
     def from_config(cls, cfg: Any, **given: Any) -> "Settings":
@@ -77,6 +81,8 @@ class Settings:
                                   "log_every": cfg.log_every}
         if isinstance(cfg, Adam):
             values.update(betas=tuple(cfg.adam_betas), eps=cfg.adam_eps)
+        if isinstance(cfg, Tracking):
+            values.update(tensorboard=str(cfg.tensorboard or ""), wandb=cfg.wandb)
         return cls(**{**values, **given})
 
 
@@ -158,6 +164,10 @@ class Trainer:
 
     def restore(self) -> bool:
         """Continue from `last` if there is one; False for a fresh run."""
+        for which in ("last", "best"):  # xlp replaces these folders whole: a link would be followed, then broken
+            if (self.run / "checkpoints" / which).is_symlink():
+                raise BadInput("a symbolic link, not the checkpoint folder xlp wrote: put the folder it points to in "
+                               "its place (or remove it), or rerun with --force", path=self.run / "checkpoints" / which)
         meta = ckpt.read_meta(self.last_dir)
         if meta is None:
             return False
@@ -372,6 +382,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
         run_dir.mkdir(parents=True, exist_ok=True)
         truncate_jsonl(metrics_path, t.step)
     t.probe()
+    trackers = Trackers.open(settings.tensorboard, settings.wandb, run_dir, t.step) if rt.main else Trackers()
     out = os.open(metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if rt.main else None
 
     def log(rec: dict[str, Any]) -> None:
@@ -384,6 +395,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
             except OSError as e:
                 os.ftruncate(out, end)
                 raise write_failed(e, metrics_path) or e from None
+            trackers.write(rec)
 
     def checkpoint_hook() -> None:
         if on_checkpoint is not None and rt.main:
@@ -422,6 +434,7 @@ def fit(objective: Objective, model: torch.nn.Module, settings: Settings, run_di
                     rt.barrier()
     finally:
         feed.close()
+        trackers.close()
         if out is not None:
             os.close(out)
     elapsed = time.time() - t0

@@ -9,6 +9,7 @@ sections to the training loop.
     Adam        --adam-betas --adam-eps                xlp pretrain, finetune --task unmt (the other tasks fix them)
     Precision   --amp                                  xlp pretrain, xlp finetune
     Runtime     --device --threads                     xlp finetune, xlp translate, evaluate --task retrieval/xtreme
+    Tracking    --tensorboard --wandb                  xlp pretrain, every `xlp finetune` task (train/trackers.py)
 
 The encoding section (`--lang-encoding` and the encodings' options) is `models/encoding_registry.EncodingFlags`.
 The defaults written here are the fine-tuning ones (pretrain names its own). Fields that share a name but not a
@@ -19,17 +20,18 @@ cap), --batch-size, --dropout; pretrain's --device (torchrun) and --num-threads 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from xlp_cli.core.config import AMP_CHOICES, Section, opt
+from xlp_cli.core.config import AMP_CHOICES, STEPS_MAX, Section, THREADS_MAX, opt
 from xlp_cli.core.errors import BadInput
 
 
 @dataclasses.dataclass
 class Optimizer(Section):
     """AdamW with the one schedule (`train/schedule.py`): warm-up, decoupled weight decay, gradient clipping."""
-    warmup: int = opt(4000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).")
-    weight_decay: float = opt(0.0, "Decoupled (AdamW) weight decay.")
-    clip_norm: float = opt(5.0, "Gradient clipping norm (0: off).")
+    warmup: int = opt(4000, "Linear warm-up steps, then inverse square root decay (0: a constant learning rate).", lo=0, hi=STEPS_MAX)
+    weight_decay: float = opt(0.0, "Decoupled (AdamW) weight decay.", lo=0, hi=1)
+    clip_norm: float = opt(5.0, "Gradient clipping norm (0: off).", lo=0, hi=10**6)
 
     def check_optimizer(self) -> None:
         if self.warmup < 0:
@@ -39,8 +41,8 @@ class Optimizer(Section):
 @dataclasses.dataclass
 class Adam(Section):
     """Adam's betas and epsilon as flags (a stage without this section gives `Settings` its fixed values)."""
-    adam_betas: list[float] = opt(factory=lambda: [0.9, 0.98], help="Adam beta1,beta2.")
-    adam_eps: float = opt(1e-8, "Adam epsilon.")
+    adam_betas: list[float] = opt(factory=lambda: [0.9, 0.98], help="Adam beta1,beta2.", lo=0, lt=1)
+    adam_eps: float = opt(1e-8, "Adam epsilon.", gt=0, hi=1)
 
     def check_adam(self) -> None:
         if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
@@ -58,4 +60,13 @@ class Precision(Section):
 class Runtime(Section):
     """Where torch runs: the device and the CPU threads (neither changes the output)."""
     device: str = opt("auto", "Device: auto (cuda when available), cpu, cuda or cuda:N.", volatile=True)
-    threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True)
+    threads: int = opt(0, "CPU threads for torch (0: torch's default).", volatile=True, lo=0, hi=THREADS_MAX)
+
+
+@dataclasses.dataclass
+class Tracking(Section):
+    """Where a training run's metrics go besides RUN/metrics.jsonl (`train/trackers.py`; both off by default)."""
+    tensorboard: Path | None = opt(None, "Also write the metrics as TensorBoard event files, into DIR/<run folder name> "
+                                         "(needs the tensorboard package).", volatile=True)
+    wandb: str = opt("", "Also log the metrics to this Weights & Biases project (needs the wandb package and its "
+                         "login or WANDB_MODE=offline; empty: off).", volatile=True)
