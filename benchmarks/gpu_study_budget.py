@@ -186,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         inputs = json.loads(a.src.read_text())["inputs"]
     elif a.measure:
         from xlp_cli.bpe.dictionary import Dictionary
+        from xlp_cli.artifacts import layout
         from xlp_cli.artifacts.manifest import ids_dictionary
         from xlp_cli.train.inputs import find_ids
 
         ids_dir, manifest = find_ids([a.measure])
         inputs = {"vocab": len(Dictionary.read(ids_dictionary(ids_dir, manifest)[0])),
-                  "langs": len([p for p in (ids_dir / "train").iterdir() if "-" not in p.name]),
+                  "langs": len([g for g in layout.groups(ids_dir, "train") if "-" not in g]),
                   **measure_cpu_step(a.measure, next(c for c in plan["pretrain"] if c.lang_encoding != "vle")),
                   "start_s": measure_start(), "build_s": measure_build(), **study_times(a.seeds_study, plan),
                   "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "ids": str(a.measure)}

@@ -34,6 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xlp_cli.artifacts.files import data_dir
+from xlp_cli.artifacts import layout  # noqa: E402
 from xlp_cli.artifacts.shards import shard_paths  # noqa: E402
 from xlp_cli.models import checkpoint as ckpt  # noqa: E402
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder  # noqa: E402
@@ -91,7 +92,7 @@ def stepper(model: Seq2Seq, ids: Path, langs: list[str], batch: int):
     V = len(Dictionary.read(ids / "dict.txt"))
     cfg = SimpleNamespace(batch_sentences=batch, word_shuffle=3.0, word_dropout=0.1, word_blank=0.1, word_pred=0.15,
                           lambda_ae="1", lambda_bt="1", lambda_mlm="1", label_smoothing=0.1, bt_temperature=0.0)
-    streams = {kind: {lang: SentenceStream(shard_paths(ids / "train" / lang), lang, 1, 10 * k + i, V, 100)
+    streams = {kind: {lang: SentenceStream(shard_paths(layout.read_dir(ids, "train", lang)), lang, 1, 10 * k + i, V, 100)
                       for i, lang in enumerate(langs)} for k, kind in enumerate(KINDS)}
     rt = Runtime.create("cpu", "none", 0)
     obj = Unmt(cfg, 1, langs, {lang: i for i, lang in enumerate(langs)}, streams, V, rt)
@@ -130,7 +131,7 @@ def main() -> None:
     langs = ["de", "en"]
     with tempfile.TemporaryDirectory() as tmp:
         ids, vocab = (args.ids, args.vocab) if args.ids else prepare(Path(tmp), [100, 10000])
-        sents = SentenceStream(shard_paths(ids / "train" / "de"), "de", 0, 0, 10**9, 100).next(args.sentences)
+        sents = SentenceStream(shard_paths(layout.read_dir(ids, "train", "de")), "de", 0, 0, 10**9, 100).next(args.sentences)
         model = ckpt.load_model(ckpt.checkpoint_dir(args.init)) if args.init else \
             random_model("additive", {}, ids, vocab, args.preset, langs)
         src, tgt = model.config.langs.index("de"), model.config.langs.index("en")

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from xlp_cli.artifacts import layout  # noqa: E402
 from xlp_cli.artifacts.shards import shard_paths  # noqa: E402
 
 WORK = ROOT / ".bench" / "vocab"
@@ -57,7 +58,7 @@ def replicate(ids: Path, copies: int) -> Path:
         return big
     shutil.rmtree(big, ignore_errors=True)
     shutil.copytree(ids, big)
-    for lang_dir in sorted((big / "train").iterdir()):
+    for lang_dir in [layout.read_dir(big, "train", g) for g in layout.groups(big, "train")]:
         base = shard_paths(lang_dir)
         for c in range(1, copies):
             for p in base:
@@ -78,7 +79,7 @@ def main() -> None:
     ids = build_ids()
     big = replicate(ids, args.copies)
     # warm the page cache so that we time decoding and counting, not the disk
-    for p in sorted((big / "train").rglob("*.parquet")):
+    for p in sorted(p for g in layout.groups(big, "train") for p in layout.read_dir(big, "train", g).glob("*.parquet")):
         p.read_bytes()
     out = WORK / "voc"
     shutil.rmtree(out, ignore_errors=True)
@@ -94,7 +95,7 @@ def main() -> None:
     t = time.process_time()
     counts: Counter = Counter()
     m = 0
-    for p in sorted((ids / "train").rglob("*.parquet")):
+    for p in sorted(p for g in layout.groups(ids, "train") for p in layout.read_dir(ids, "train", g).glob("*.parquet")):
         for row in pq.read_table(p, columns=["ids"]).column(0).to_pylist():
             counts.update(row)
             m += len(row)

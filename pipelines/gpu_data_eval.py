@@ -23,6 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from xlp_cli.artifacts import layout
 from xlp_cli.tasks.conllu import treebank_files
 from xlp_cli.tasks.retrieval.data import TATOEBA_CODES
 
@@ -34,8 +35,7 @@ SEGMENTED = ("zh", "th")  # jieba / pythainlp: not in the device image
 
 def languages(ids: Path) -> list[str]:
     """The monolingual languages of an `xlp bpe apply` folder (its train/<lang> folders), else the XNLI 15."""
-    train = ids / "train"
-    langs = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" not in p.name) if train.is_dir() else []
+    langs = [g for g in layout.groups(ids, "train") if "-" not in g]
     return [l for l in XNLI15 if l in langs] + [l for l in langs if l not in XNLI15] if langs else list(XNLI15)
 
 

@@ -61,6 +61,16 @@ def _columns(folder: Path) -> set[str]:
 FOLDERS = ["mono", "mono-ids", "pair", "pair-ids"]
 
 
+def _dataset(folder: Path) -> Path:
+    """The one dataset folder (mono/ or pairs/) of a folder made from monolingual or parallel input only."""
+    (found,) = [folder / d for d in layout.DATASETS if (folder / d).is_dir()]
+    return found
+
+
+def _split_rows(folder: Path, split: str) -> int:
+    return sum(e["rows"] for rel, e in _listed(folder).items() if layout.partition_of(Path(rel))["split"] == split)
+
+
 def test_stage_folders_stand_alone(outs):
     for name in ("mono", "pair"):
         m = read_manifest(outs / name, stage="prepare")
@@ -92,8 +102,7 @@ def test_polars_reads_whole_folder(outs, name):
     folder = outs / name
     df = pl.scan_parquet(f"{folder}/**/*.parquet").collect()
     assert df.height == _rows(folder) and set(df.columns) == _columns(folder)
-    assert pl.read_parquet(folder / "train").height == sum(  # a split folder alone, too
-        e["rows"] for rel, e in _listed(folder).items() if rel.startswith("train/"))
+    assert pl.read_parquet(_dataset(folder) / "train").height == _split_rows(folder, "train")  # a split alone, too
 
 
 @pytest.mark.parametrize("name", FOLDERS)
@@ -101,7 +110,8 @@ def test_pandas_reads_splits_and_files(outs, name):
     import pandas as pd
 
     folder = outs / name
-    parts = [pd.read_parquet(folder / split) for split in ("train", "valid", "test") if (folder / split).is_dir()]
+    parts = [pd.read_parquet(_dataset(folder) / split) for split in ("train", "valid", "test")
+             if (_dataset(folder) / split).is_dir()]
     assert sum(len(p) for p in parts) == _rows(folder)
     assert all(set(p.columns) == _columns(folder) for p in parts)
     listed = sorted(str(folder / rel) for rel in _listed(folder))
@@ -110,17 +120,15 @@ def test_pandas_reads_splits_and_files(outs, name):
 
 @pytest.mark.parametrize("name", FOLDERS)
 def test_pandas_and_pyarrow_read_whole_folder(outs, name):
-    """The top folder in one call: the files beside the shards are named in `ignore_prefixes` (docs/artifacts.md)."""
+    """The dataset folder (OUT/mono or OUT/pairs) in one plain call: the sidecar files stay above it
+    (docs/artifacts.md; every stage and reader: tests/test_dataset_readers.py)."""
     import pandas as pd
     import pyarrow.dataset as ds
 
     folder = outs / name
-    with pytest.raises(Exception):  # the plain call trips on manifest.json: the reason the docs give this form
-        pd.read_parquet(folder)
-    df = pd.read_parquet(folder, ignore_prefixes=list(layout.NON_SHARD_PREFIXES))
+    df = pd.read_parquet(_dataset(folder))
     assert len(df) == _rows(folder) > 0 and set(df.columns) == _columns(folder)
-    table = ds.dataset(folder, format="parquet", exclude_invalid_files=True).to_table()
-    assert table.num_rows == _rows(folder)
+    assert ds.dataset(_dataset(folder), partitioning="hive").to_table().num_rows == _rows(folder)
 
 
 @pytest.mark.parametrize("name", FOLDERS)
@@ -129,10 +137,8 @@ def test_hf_datasets_reads_whole_folder(outs, name, tmp_path):
 
     folder = outs / name
     ds = load_dataset("parquet", data_dir=str(folder), cache_dir=str(tmp_path / "hf"))
-    want = {"train": "train/", "validation": "valid/", "test": "test/"}
-    for split, prefix in want.items():
-        rows = sum(e["rows"] for rel, e in _listed(folder).items() if rel.startswith(prefix))
-        assert (ds[split].num_rows if split in ds else 0) == rows
+    for split, name in {"train": "train", "validation": "valid", "test": "test"}.items():
+        assert (ds[split].num_rows if split in ds else 0) == _split_rows(folder, name)
     assert set(ds["train"].column_names) == _columns(folder)
 
 
@@ -141,7 +147,7 @@ def test_vocab_scores_read_everywhere(outs):
     import pandas as pd
     import polars as pl
 
-    f = outs / "vocab" / "vocab_scores.parquet"
+    f = outs / "vocab" / "scores" / "vocab_scores.parquet"
     n = pq.ParquetFile(f).metadata.num_rows
     assert n > 0 and len(pd.read_parquet(f)) == n == pl.read_parquet(f).height
     assert duckdb.connect().execute(f"SELECT count(*) FROM '{f}'").fetchone()[0] == n
@@ -154,7 +160,8 @@ def test_shards_describe_themselves(outs):
         for rel in _listed(outs / name):
             meta = {k.decode(): v.decode() for k, v in pq.read_schema(outs / name / rel).metadata.items()
                     if k.startswith(b"xlp.")}
-            split, group = rel.split("/")[:2]
+            part = layout.partition_of(Path(rel))
+            split, group = part["split"], part.get("lang") or part["pair"]
             assert meta["xlp.stage"] == stage and meta["xlp.format_version"] == str(layout.FORMAT_VERSION)
             assert meta["xlp.split"] == split and meta["xlp." + ("pair" if "-" in group else "lang")] == group
             cols = json.loads(meta["xlp.columns"])
@@ -255,7 +262,8 @@ def test_format_1_folder_still_read_and_resumed(outs, tmp_path):
 
 
 def test_mixed_mono_and_parallel_folder_reads_as_two_tables(tmp_path):
-    """`--mono-from-parallel` puts both shapes in one folder: each reader gets both tables, apart or as a union."""
+    """`--mono-from-parallel` gives two datasets, OUT/mono and OUT/pairs, each read in one plain call (every stage
+    and reader: tests/test_dataset_readers.py)."""
     import duckdb
     import polars as pl
     from datasets import load_dataset
@@ -267,15 +275,10 @@ def test_mixed_mono_and_parallel_folder_reads_as_two_tables(tmp_path):
                 "--lang", "de,en", "--max-records", "200", "--mono-from-parallel")
     assert r.exit_code == 0, r.stderr
     shards = _listed(out)
-    pairs = sum(e["rows"] for rel, e in shards.items() if "-" in rel.split("/")[1])
-    mono = sum(e["rows"] for rel, e in shards.items() if "-" not in rel.split("/")[1])
-    assert pairs > 0 and mono == 2 * pairs
-    con = duckdb.connect()
-    assert con.execute(f"SELECT count(*) FROM '{out}/*/*-*/*.parquet'").fetchone()[0] == pairs
-    assert con.execute(f"SELECT count(*) FROM read_parquet('{out}/*/*/*.parquet', union_by_name=true) "
-                       "WHERE text IS NOT NULL").fetchone()[0] == mono
-    union = pl.scan_parquet(f"{out}/**/*.parquet", missing_columns="insert", extra_columns="ignore").collect()
-    assert union.height == pairs + mono
-    ds = load_dataset("parquet", data_files={"train": f"{out}/train/*-*/*.parquet"}, cache_dir=str(tmp_path / "hf"))
-    assert ds["train"].num_rows == sum(e["rows"] for rel, e in shards.items() if rel.startswith("train/")
-                                       and "-" in rel.split("/")[1])
+    pairs = sum(e["rows"] for rel, e in shards.items() if rel.startswith("pairs/"))
+    mono = sum(e["rows"] for rel, e in shards.items() if rel.startswith("mono/"))
+    assert pairs > 0 and mono == 2 * pairs and pairs + mono == _rows(out)
+    assert len(duckdb.sql(f"SELECT * FROM '{out}/pairs/**/*.parquet'").fetchall()) == pairs
+    assert pl.scan_parquet(f"{out}/mono/**/*.parquet").collect().drop_nulls().height == mono
+    ds = load_dataset(str(out / "pairs"), cache_dir=str(tmp_path / "hf"))
+    assert sum(ds[s].num_rows for s in ds) == pairs

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+from xlp_cli.artifacts import layout
 import pytest
 
 from tests.conftest import FIXTURES, run_cli
@@ -16,7 +17,7 @@ NO_SPLITS = ("--valid-fraction", "0", "--test-fraction", "0")
 
 
 def _rows(folder, split, name) -> int:
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in (folder / split / name).glob("part-*.parquet"))
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in layout.read_dir(folder, split, name).glob("part-*.parquet"))
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def test_bpe_learn_and_apply_merge_every_data_folder(preps):
 
     r = run_cli("bpe", "apply", *data, "--data", preps / "bpe", "--out", preps / "ids")
     assert r.exit_code == 0, r.output
-    names = sorted(p.name for p in (preps / "ids" / "train" / "en").glob("part-*.parquet"))
+    names = sorted(p.name for p in layout.shard_dir(preps / "ids", "train", "en").glob("part-*.parquet"))
     assert names == ["part-00000.parquet", "part-in1-00000.parquet"]  # neither input overwrote the other
     m = json.loads((preps / "ids" / "manifest.json").read_text())
     assert m["counts"]["train"] == {"en": en, "fr": _rows(preps / "fr_news", "train", "fr")}

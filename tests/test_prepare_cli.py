@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from xlp_cli.artifacts import layout
 from conftest import FIXTURES, run_cli
 
 from xlp_cli.artifacts.manifest import find_upstream
@@ -27,11 +28,11 @@ def manifest(out: Path) -> dict:
 
 def shard_hashes(out: Path) -> dict[str, str]:
     return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.glob("*/*/part-*.parquet"))}
+            for p in sorted(out.glob("*/*/*/part-*.parquet"))}
 
 
 def rows(out: Path, split: str, group: str) -> list[dict]:
-    return [r for p in sorted((out / split / group).glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
+    return [r for p in sorted(layout.shard_dir(out, split, group).glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
 
 
 def error_line(result) -> str:
@@ -62,7 +63,8 @@ def test_text_source_end_to_end(tmp_path):
     assert summary["kept"] == m["records"]["kept"] == len(en_lines) - 1 + 10
     assert set(m["counts"]) == {"train", "valid", "test"} and m["counts"]["valid"] and m["counts"]["test"]
     everything = [r for s in ("train", "valid", "test") for r in rows(out, s, "en")]
-    assert list(everything[0]) == ["id", "source", "lang", "raw", "text"]
+    assert list(everything[0]) == ["id", "source", "split", "lang", "raw", "text"]
+    assert {(r["split"], r["lang"]) for r in rows(out, "valid", "en")} == {("valid", "en")}
     by_raw = {r["raw"]: r for r in everything}
     assert by_raw["Tabs and extra spaces are cleaned."]["text"] == "tabs and extra spaces are cleaned ."
     assert by_raw["His café served crème brûlée every Friday."]["text"] == "his cafe served creme brulee every friday ."
@@ -110,7 +112,7 @@ def test_worker_mode_auto_and_its_checks(tmp_path):
     assert PrepareConfig(inputs=["x"], lang=["en", "de"]).uses_threads()
     assert not PrepareConfig(inputs=["x"], lang=["en", "zh"]).uses_threads()  # jieba is Python
     assert PrepareConfig(inputs=["x"], lang=["th"], tokenize="none").uses_threads()
-    assert not PrepareConfig(inputs=["x"], source="wikipedia", lang=["en"]).uses_threads()  # wikitext is Python
+    assert PrepareConfig(inputs=["x"], source="wikipedia", lang=["en"]).uses_threads()  # wikitext -> text is native
     assert not PrepareConfig(inputs=["x"], source="opus").uses_threads()  # languages unknown before reading
     assert not PrepareConfig(inputs=["x"], lang=["en"], worker_mode="processes").uses_threads()
     assert PrepareConfig(inputs=["x"], source="wikipedia", lang=["en"], worker_mode="threads").uses_threads()
@@ -126,9 +128,9 @@ def test_caps_shard_size_and_length_filters(tmp_path):
     m = manifest(out)
     assert m["counts"]["valid"]["en"] == 2 and m["counts"]["test"]["en"] == 1
     assert m["dropped"] == {"duplicate": 1, "too_short": 1, "too_long": 1}
-    train = sorted(p.name for p in (out / "train" / "en").glob("*.parquet"))
+    train = sorted(p.name for p in layout.shard_dir(out, "train", "en").glob("*.parquet"))
     assert train[0] == "part-00000.parquet" and len(train) == -(-m["counts"]["train"]["en"] // 4)
-    assert all(pq.ParquetFile(out / "train" / "en" / n).metadata.num_rows == 4 for n in train[:-1])
+    assert all(pq.ParquetFile(layout.shard_dir(out, "train", "en") / n).metadata.num_rows == 4 for n in train[:-1])
     texts = [x["text"] for s in ("train", "valid", "test") for x in rows(out, s, "en")]
     assert "ok" not in texts and all(2 <= len(t.split()) <= 20 for t in texts)
     r = prepare(tmp_path / "nodedup", "--source", "text", "--lang", "en", EN, "--no-dedup", "--max-tokens", "0")
@@ -191,7 +193,8 @@ def test_parallel_moses_files(tmp_path):
     m = manifest(out)
     assert m["counts"]["train"] == {"en-fr": 5} and m["dropped"] == {"duplicate": 1}
     got = rows(out, "train", "en-fr")
-    assert list(got[0]) == ["id", "source", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]
+    assert list(got[0]) == ["id", "source", "split", "pair", "lang1", "lang2", "raw1", "raw2", "text1", "text2"]
+    assert {(r["split"], r["pair"]) for r in got} == {("train", "en-fr")}
     first = got[0]
     assert (first["lang1"], first["lang2"], first["raw1"], first["raw2"]) == ("en", "fr", "Good morning.", "Bonjour.")
     assert first["text1"] == "good morning ." and first["text2"] == "bonjour ."
@@ -259,14 +262,14 @@ def test_bpe_inside_prepare(tmp_path):
     assert not (out / "bpe").exists() and not (out / "ids").exists()
     assert (bpe / "codes").is_file() and (ids / "manifest.json").is_file()
     assert json.loads((ids / "manifest.json").read_text())["stage"] == "bpe-apply"
-    assert list((ids / "train" / "en").glob("part-*.parquet"))
+    assert list(layout.shard_dir(ids, "train", "en").glob("part-*.parquet"))
     assert find_upstream([out], "bpe-apply")[0] == ids.resolve()  # `--data p` still finds the ids
     for src in (bpe, bpe / "codes"):  # reuse a learn folder, or a bare codes file
         out2 = tmp_path / f"reuse-{src.name}"
         r = prepare(out2, "--source", "text", "--lang", "fr", FR, "--bpe-from", src)
         assert r.exit_code == 0, r.stderr
         assert manifest(out2)["outputs"]["ids"] == f"../reuse-{src.name}-ids" and "bpe" not in manifest(out2)["outputs"]
-        assert list((tmp_path / f"reuse-{src.name}-ids" / "train" / "fr").glob("part-*.parquet"))
+        assert list(layout.shard_dir(tmp_path / f"reuse-{src.name}-ids", "train", "fr").glob("part-*.parquet"))
     r = prepare(tmp_path / "x", "--source", "text", "--lang", "fr", FR, "--bpe-from", tmp_path / "missing")
     assert r.exit_code == 2 and "missing" in error_line(r)
     # the codes and vocab are read while the text is processed: a bad line is still a one-line error (exit 2),
@@ -281,7 +284,7 @@ def test_bpe_inside_prepare(tmp_path):
     (bad / "codes").write_text("e s</w> 9\n", encoding="utf-8")
     r = prepare(tmp_path / "y", "--source", "text", "--lang", "fr", FR, "--bpe-from", bad / "codes")
     assert r.exit_code == 0, r.stderr
-    assert list((tmp_path / "y-ids" / "train" / "fr").glob("part-*.parquet"))
+    assert list(layout.shard_dir(tmp_path / "y-ids", "train", "fr").glob("part-*.parquet"))
 
 
 def test_config_file_gives_the_same_run_as_flags(tmp_path):

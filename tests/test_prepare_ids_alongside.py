@@ -39,7 +39,7 @@ def _sentences(tmp: Path, counts: tuple[tuple[str, int], ...]) -> list[Path]:
 
 def _hashes(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.glob("*/*/part-*.parquet"))}
+            for p in sorted(folder.glob("*/*/*/part-*.parquet"))}
 
 
 def _made_usual_way(monkeypatch) -> list[str]:
@@ -48,7 +48,7 @@ def _made_usual_way(monkeypatch) -> list[str]:
     real = bpe_run._apply_shard
 
     def spy(tok, shard, *args, **kw):
-        calls.append(Path(shard).relative_to(Path(shard).parents[2]).as_posix())
+        calls.append(Path(shard).relative_to(Path(shard).parents[3]).as_posix())
         return real(tok, shard, *args, **kw)
 
     monkeypatch.setattr(bpe_run, "_apply_shard", spy)
@@ -108,13 +108,13 @@ def test_a_shard_that_cannot_be_made_alongside_is_made_by_apply(tmp_path, monkey
     assert run_cli("prepare", "--out", out, *inputs, *XLM_ARGS, *bpe).exit_code == 0
     shutil.rmtree(tmp_path / "p-ids")  # as a run killed once its first text shard was written
     (out / "manifest.json").unlink()
-    for p in out.glob("*/*/part-*.parquet"):
-        if p.relative_to(out).as_posix() != "train/de/part-00000.parquet":
+    for p in out.glob("*/*/*/part-*.parquet"):
+        if p.relative_to(out).as_posix() != "mono/train/de/part-00000.parquet":
             p.unlink()
     usual = _made_usual_way(monkeypatch)
     r = run_cli("prepare", "--out", out, *inputs, *XLM_ARGS, *bpe)
     assert r.exit_code == 0, r.stderr
-    assert usual == ["train/de/part-00000.parquet"]
+    assert usual == ["mono/train/de/part-00000.parquet"]
     _same_as_bpe_apply(tmp_path, out, inputs)
 
 

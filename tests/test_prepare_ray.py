@@ -147,7 +147,7 @@ def test_a_killed_ray_worker_is_retried_and_a_killed_dedup_partition_fails_in_on
     assert len(lines) == 1 and lines[0].startswith("xlp: error: a Ray actor of xlp prepare died"), err
     assert "Traceback" not in err, err
     assert not list(out.rglob("*.tmp")) and not (out / "manifest.json").exists()
-    for shard in out.glob("*/*/part-*.parquet"):  # the shards that are there are complete and final
+    for shard in out.glob("*/*/*/part-*.parquet"):  # the shards that are there are complete and final
         assert hashes(out)[shard.relative_to(out).as_posix()] == hashes(local_ref)[shard.relative_to(out).as_posix()]
     # (a rerun resumes from the kept chunks: test_killed_ray_run_resumes_to_the_same_output)
 
@@ -205,7 +205,7 @@ def test_bpe_apply_on_ray_writes_the_same_id_shards_as_the_local_engine(ray_addr
     assert not list(ids.rglob("*.tmp"))
     # the state a kill during apply leaves (an id shard missing, no manifests of apply or of its end in
     # PREP's): the rerun's Ray task writes the missing one again, the same bytes, and keeps the others
-    sorted(ids.glob("train/en/part-*.parquet"))[0].unlink()
+    sorted(ids.glob("mono/train/en/part-*.parquet"))[0].unlink()
     (ids / "manifest.json").unlink()
     m = json.loads((out / "manifest.json").read_text())
     del m["outputs"]["ids"], m["outputs"]["bpe"]
@@ -223,12 +223,12 @@ def test_vocab_score_on_ray_counts_as_the_local_engine(ray_address, cv_texts, tm
         r = run_cli("vocab-score", "--data", prep, "--out", outs[engine], "--k", "20,50",
                     "--engine", engine)
         assert r.exit_code == 0, r.stderr
-    for name in ("vle_vocab.json", "vocab_scores.parquet"):
+    for name in ("vle_vocab.json", "scores/vocab_scores.parquet"):
         assert (outs["ray"] / name).read_bytes() == (outs["local"] / name).read_bytes(), name
     m = {e: json.loads((outs[e] / "manifest.json").read_text()) for e in outs}
     del m["ray"]["config"]["out"], m["local"]["config"]["out"]
     assert m["ray"]["config"] == m["local"]["config"] and m["ray"]["counts"] == m["local"]["counts"]
-    assert len(list((prep.parent / "prep-ids" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks
+    assert len(list((prep.parent / "prep-ids" / "mono" / "train" / "en").glob("part-*.parquet"))) >= 2  # several tasks
 
 
 def test_split_by_sentences_on_ray_writes_what_the_local_engine_writes(ray_address, tmp_path):

@@ -34,7 +34,7 @@ def test_ray_finalizes_to_the_bytes_of_the_local_engine(ray_address, cv_inputs, 
     want = hashes(one)
     assert hashes(tmp_path / "ray") == want == hashes(two) and len(want) >= 10
     assert manifest(tmp_path / "ray") == manifest(one) == manifest(two)
-    assert {rel.split("/")[0] for rel in want} == {"train", "valid", "test"}
+    assert {rel.split("/")[1] for rel in want} == {"train", "valid", "test"}
 
 
 def test_a_killed_shard_writer_is_retried_and_a_killed_driver_resumes(ray_address, cv_inputs,  # noqa: F811
@@ -47,7 +47,7 @@ def test_a_killed_shard_writer_is_retried_and_a_killed_driver_resumes(ray_addres
     # output is the same, and the dead task's temporary file is gone
     out = tmp_path / "writer-killed"
     proc = _xlp(*args, "--out", str(out), address=ray_address, stderr=subprocess.PIPE)
-    wait_until(proc, lambda: list(out.glob("*/*/.part-*.tmp")), poll=0.001)
+    wait_until(proc, lambda: list(out.glob("*/*/*/.part-*.tmp")), poll=0.001)
     for p in _ray_processes("ray::write_shard_task"):
         p.kill()
     _, err = proc.communicate(timeout=180)
@@ -57,7 +57,7 @@ def test_a_killed_shard_writer_is_retried_and_a_killed_driver_resumes(ray_addres
     # the driver dies while the tasks write the shards: what is there is complete, the rerun finishes it
     out = tmp_path / "driver-killed"
     proc = _xlp(*args, "--out", str(out), address=ray_address)
-    kill_when(proc, lambda: len(list(out.glob("train/*/part-*.parquet"))) >= 3, timeout=180)
+    kill_when(proc, lambda: len(list(out.glob("*/train/*/part-*.parquet"))) >= 3, timeout=180)
     assert not (out / "manifest.json").exists()
     left = hashes(out)
     assert left and all(want[rel] == sha for rel, sha in left.items())
@@ -87,4 +87,4 @@ def test_vocab_score_on_ray_reads_no_row_on_the_driver(ray_address, cv_texts, tm
     r = run_cli("vocab-score", "--data", prep, "--out", out, "--k", "20", "--engine", "ray")
     assert r.exit_code == 0, r.stderr
     monkeypatch.undo()
-    assert (out / "vocab_scores.parquet").read_bytes() == (want / "vocab_scores.parquet").read_bytes()
+    assert (out / "scores/vocab_scores.parquet").read_bytes() == (want / "scores/vocab_scores.parquet").read_bytes()

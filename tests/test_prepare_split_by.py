@@ -11,6 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_cli
 
+from xlp_cli.artifacts import layout
+
 WORDS = {"de": ("der Hund", "läuft", "schnell"), "en": ("the dog", "runs", "fast"), "fr": ("le chien", "court", "vite")}
 
 
@@ -33,7 +35,7 @@ def write_three_way(folder: Path, rows: int = 300) -> list[Path]:
 def sentences(out: Path, split: str) -> set[tuple[str, str]]:
     """(lang, raw) of every sentence of a split, pair and mono folders."""
     got = set()
-    for folder in sorted((out / split).iterdir()) if (out / split).is_dir() else []:
+    for folder in [layout.read_dir(out, split, g) for g in layout.groups(out, split)]:
         for shard in sorted(folder.glob("*.parquet")):
             t = pq.read_table(shard)
             if "raw1" in t.column_names:

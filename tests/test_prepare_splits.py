@@ -24,7 +24,7 @@ EN_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 def hashes(out: Path) -> dict[str, str]:
     return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.glob("*/*/part-*.parquet"))}
+            for p in sorted(out.glob("*/*/*/part-*.parquet"))}
 
 
 def manifest(out: Path) -> dict:
@@ -115,7 +115,8 @@ def test_multistream_splits_read_the_pages_of_the_single_stream_dump(shared_data
     whole, _ = read_all("wikipedia", [src])
     splits, parts, _ = records_of_splits("wikipedia", [tmp_path / "ms"], 60_000)  # the folder: index is no dump
     assert len(splits) > 4 and all(s.kind == "range" for s in splits)
-    assert [(r.lang, r.text) for r in parts] == [(r.lang, r.text) for r in whole] and len(whole) == 9347
+    # 7,894 paragraphs since the native converter (issue 31) drops headings and the reference sections
+    assert [(r.lang, r.text) for r in parts] == [(r.lang, r.text) for r in whole] and len(whole) == 7894
     _, one, _ = records_of_splits("wikipedia", [dump], 1 << 30)
     assert [r.text for r in one] == [r.text for r in whole]  # one split of all the streams
 

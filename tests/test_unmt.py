@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import run_cli
 
+from xlp_cli.artifacts import layout
 from xlp_cli.text.pipeline import TextPipeline
 
 pytestmark = [pytest.mark.integration]
@@ -47,9 +48,9 @@ def m30k(tmp_path_factory, shared_data):
 
 def test_the_two_halves_share_no_sentence_pair(m30k):
     prep = m30k["tmp"] / "prep"
-    kept = {lang: {r for split in ("train", "valid") for p in sorted((prep / split / lang).glob("*.parquet"))
+    kept = {lang: {r for split in ("train", "valid") for p in sorted(layout.shard_dir(prep, split, lang).glob("*.parquet"))
                    for r in pq.read_table(p, columns=["raw"]).column("raw").to_pylist()} for lang in ("de", "en")}
-    assert not [p for p in (prep / "train").iterdir() if "-" in p.name]  # no pair folder
+    assert kept["de"] and not (prep / "pairs").exists()  # no pair folder
     pipe = TextPipeline.from_config({"clean": True, "normalize": True, "tokenize": "moses", "lowercase": "none"})
     lines = {}
     for lang in ("de", "en"):

@@ -15,9 +15,10 @@ import pytest
 from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
 from hypothesis import given, settings, strategies as st
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.files import data_dir, sha256_file
 from xlp_cli.artifacts.manifest import new_manifest, read_manifest, write_manifest
-from xlp_cli.artifacts.shards import write_shard
+from xlp_cli.artifacts.shards import shard_entry, write_shard
 from xlp_cli.bpe.dictionary import N_SPECIALS, Dictionary
 from xlp_cli.core.errors import BadInput
 from xlp_cli.vocab.config import VocabConfig
@@ -29,14 +30,16 @@ def make_ids(root: Path, words: list[str], data: dict[str, list[list[list[int]]]
     """An `xlp bpe apply`-shaped folder: dict.txt + id shards (one list of sentences per shard) + manifest."""
     d = Dictionary.from_counts([(w, 1) for w in words])
     d.write(root / "dict.txt")
+    listed = {}
     for lang, shards in data.items():
         for k, sents in enumerate(shards):
             t = pa.table({"id": [f"{lang}{k}{i}" for i in range(len(sents))], "lang": [lang] * len(sents),
                           "text": [" ".join(d.words[j] for j in s) for s in sents],
                           "ids": pa.array(sents, pa.list_(pa.int32()))})
-            write_shard(root / split / lang / f"part-{k:05d}.parquet", t)
-    write_manifest(root, new_manifest("bpe-apply", {"x": 1}, dictionary="dict.txt",
-                                                          dictionary_sha256=sha256_file(root / "dict.txt")))
+            rel = layout.shard_rel(split, lang, f"part-{k:05d}.parquet")
+            listed[rel] = shard_entry(root / rel, t.num_rows, write_shard(root / rel, t))
+    write_manifest(root, new_manifest("bpe-apply", {"x": 1}, dictionary="dict.txt", outputs={"shards": listed},
+                                      dictionary_sha256=sha256_file(root / "dict.txt")))
     return root
 
 
@@ -54,7 +57,7 @@ def hand_corpus(tmp_path: Path) -> Path:
 def test_exact_counts_scores_and_ranking(tmp_path):
     ids = hand_corpus(tmp_path)
     s = run(VocabConfig(data=[ids], out=tmp_path / "voc", k=[2, 3]))
-    t = pq.read_table(tmp_path / "voc/vocab_scores.parquet").to_pylist()
+    t = pq.read_table(tmp_path / "voc/scores/vocab_scores.parquet").to_pylist()
     en = [(r["token"], r["count_l"], r["count_other"], r["m"], r["rank"]) for r in t if r["lang"] == "en"]
     # en: the 4 vs 1 (de) -> 4; 123 2 vs 2 -> 1; , 2 vs 2 -> 1 (tie: count, then id: 123 (16) before , (18)); la 1 vs 2 -> 0.5
     assert en == [("the", 4, 1, 4.0, 1), ("123", 2, 2, 1.0, 2), (",", 2, 2, 1.0, 3), ("la", 1, 2, 0.5, 4)]
@@ -69,7 +72,7 @@ def test_exact_counts_scores_and_ranking(tmp_path):
     assert s["tokens_counted"] == (4 + 3 + 3) + 7 + 4
     # --words-only drops 123 and ','; --min-count 2 drops la from en
     run(VocabConfig(data=[ids], out=tmp_path / "v2", k=[5], words_only=True, min_count=2))
-    en2 = [r["token"] for r in pq.read_table(tmp_path / "v2/vocab_scores.parquet").to_pylist() if r["lang"] == "en"]
+    en2 = [r["token"] for r in pq.read_table(tmp_path / "v2/scores/vocab_scores.parquet").to_pylist() if r["lang"] == "en"]
     assert en2 == ["the"]
 
 
@@ -182,7 +185,7 @@ def test_learn_bpe_and_score_real_multilingual_data(tmp_path):
                     if line.rstrip("\n") not in held:
                         known.update(_words(line))
         standalone = set()  # tokens this language's BPE'd text uses as complete words (not word-final pieces)
-        for sent in pq.read_table(tmp_path / f"ids/train/{lang}/part-00000.parquet").column("text").to_pylist():
+        for sent in pq.read_table(layout.shard_dir(tmp_path / "ids", "train", lang) / "part-00000.parquet").column("text").to_pylist():
             toks = sent.split(" ")
             standalone.update(t for k, t in enumerate(toks) if not t.endswith("@@") and (k == 0 or not toks[k - 1].endswith("@@")))
         words = [t for t in top[lang] if t in standalone and len(t.strip("'")) > 1]

@@ -5,7 +5,8 @@ through these modules, lowest first:
     files.py           atomic writes (a temporary name, renamed when complete), the one-line error for a full disk
                        or a read-only folder, the umask's file mode, sha256, `inside` (a path read from a file
                        stays in its folder), `data_dir` (the shared real corpora)
-    layout.py          the format's self-description: its version, shard metadata, the dictionary layout, siblings
+    layout.py          the format's self-description: its version, THE shard paths, shard metadata, the dictionary
+                       layout, siblings
     shards.py          Parquet shards written, listed, read and streamed; `verify_shards`
     manifest.py        manifests written last and read with their checks; `find_upstream`
     outdir.py          a stage's --out: the lock, files xlp did not write, --force, the sweep; `guard_out_dir`

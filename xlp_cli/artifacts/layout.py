@@ -3,8 +3,11 @@ version, split, language, column meanings), the dictionary's id layout, file mod
 
 docs/artifacts.md is the human description, docs/manifest.schema.json the manifest's JSON Schema.
 Format versions: 1 = xlp 0.1 (manifests without `format_version`; `xlp prepare --bpe-codes` kept `bpe/` and `ids/`
-inside its folder); 2 = every stage folder stands alone (siblings), shards and manifests describe themselves.
-A reader accepts 1 and 2 and refuses a newer version with one line.
+inside its folder); 2 = every stage folder stands alone (siblings), shards and manifests describe themselves;
+3 = shards in two datasets beside the sidecar files, `OUT/mono/<split>/<lang>/` and `OUT/pairs/<split>/<l1-l2>/`,
+every row carrying its `split` and `lang` / `pair` as columns (`shard_dir`, THE path of a shard folder).
+A reader accepts 1-3 (`read_dir` finds the shards of a version 1-2 folder at `OUT/<split>/<group>/`) and refuses
+a newer version with one line.
 """
 
 from __future__ import annotations
@@ -17,24 +20,35 @@ from xlp_cli.artifacts.files import inside
 from xlp_cli.artifacts.special_ids import N_SPECIAL, SPECIAL_TOKENS
 from xlp_cli.core.errors import BadInput
 
-FORMAT_VERSION = 2
-# The files a shard folder holds beside its shards (prepare: manifest.json; bpe-apply: also the tokenizer files).
-# pyarrow (so pandas) skips names starting with "." or "_" only: `pd.read_parquet(OUT, ignore_prefixes=[...])`.
-NON_SHARD_PREFIXES = (".", "_", "manifest.json", "dict.txt", "codes", "vocab", "spm.model")
+FORMAT_VERSION = 3
+SPLITS = ("train", "valid", "test")
+# The two datasets of a stage folder that holds text shards: one table each, nothing but shards below them, so
+# every whole-folder reader (pandas, pyarrow, HF datasets, duckdb, polars) reads OUT/mono or OUT/pairs in one call.
+# The sidecar files (manifest.json, dict.txt, codes, vocab, spm.model) stay at OUT's top, beside the datasets.
+MONO, PAIRS = "mono", "pairs"
+DATASETS = (MONO, PAIRS)
+# The columns every text shard carries so that a reader that ignores paths loses nothing: (mono) split, lang;
+# (pairs) split, pair. Not Hive folder names: pandas and pyarrow.dataset infer a Hive key's type differently
+# (dictionary / string), so no column type lets both read a Hive folder whose files hold the column, and
+# polars' glob scan and HF datasets read no Hive keys at all (docs/artifacts.md).
+PARTITION_COLUMNS = {MONO: ("split", "lang"), PAIRS: ("split", "pair")}
 META_PREFIX = "xlp."  # Parquet key-value metadata keys: xlp.stage, xlp.format_version, xlp.columns, ...
 
 _TEXT = "processed text (normalized, Moses-tokenized, lowercased per --lowercase); tokens separated by one space"
 _RAW = "cleaned, untokenized text"
 _SUB = "BPE subwords of the processed text ('@@' ends a subword that continues), separated by one space"
 _IDS = "token ids into the folder's dict.txt: id = line index (0-based) + 14; specials 0-13; no </s>"
+_SPLIT = "the split: train, valid or test (the shard's folder <split>)"
+_PAIR = "the language pair l1-l2 (the shard's folder)"
 COLUMNS: dict[str, dict[str, str]] = {
     "prepare": {
         "id": "stable record id: sha1(source + lang + text), 16 hex chars", "source": "input source name",
-        "lang": "ISO language code", "raw": _RAW, "text": _TEXT,
+        "split": _SPLIT, "pair": _PAIR, "lang": "ISO language code", "raw": _RAW, "text": _TEXT,
         "lang1": "language of side 1", "lang2": "language of side 2", "raw1": _RAW + " (side 1)",
         "raw2": _RAW + " (side 2)", "text1": _TEXT + " (side 1)", "text2": _TEXT + " (side 2)"},
     "bpe-apply": {
-        "id": "the prepare record id", "lang": "ISO language code", "text": _SUB, "ids": _IDS,
+        "id": "the prepare record id", "split": _SPLIT, "pair": _PAIR, "lang": "ISO language code", "text": _SUB,
+        "ids": _IDS,
         "lang1": "language of side 1", "lang2": "language of side 2", "text1": _SUB + " (side 1)",
         "text2": _SUB + " (side 2)", "ids1": _IDS + " (side 1)", "ids2": _IDS + " (side 2)"},
     "vocab-score": {
@@ -56,9 +70,56 @@ def shard_metadata(stage: str, columns: list[str], **extra: Any) -> dict[bytes, 
     return {(META_PREFIX + k).encode(): v.encode("utf-8") for k, v in meta.items()}
 
 
+def dataset_of(group: str) -> str:
+    """The dataset of a language (`mono`) or a pair `l1-l2` (`pairs`: a pair has a "-", a language code never)."""
+    return PAIRS if "-" in group else MONO
+
+
+def shard_dir(folder: str | Path, split: str, group: str) -> Path:
+    """THE folder of the shards of (split, language or pair) in a stage folder: `folder/<mono|pairs>/<split>/<group>`.
+    Every writer names its shards here, every reader finds them with `read_dir`."""
+    return Path(folder) / dataset_of(group) / split / group
+
+
+def shard_rel(split: str, group: str, name: str) -> str:
+    """A shard's path relative to its stage folder (the manifest's key): `<mono|pairs>/<split>/<group>/<name>`."""
+    return (shard_dir(".", split, group) / name).as_posix()
+
+
+def is_legacy(folder: str | Path) -> bool:
+    """A format 1-2 folder: shards at `<split>/<group>/`, no `mono/` or `pairs/` dataset."""
+    folder = Path(folder)
+    return (not any((folder / d).is_dir() for d in DATASETS)
+            and any((folder / s).is_dir() for s in SPLITS))
+
+
+def read_dir(folder: str | Path, split: str, group: str) -> Path:
+    """Where a reader finds the shards of (split, group): `shard_dir`, or `folder/<split>/<group>` in a format 1-2
+    folder."""
+    return Path(folder) / split / group if is_legacy(folder) else shard_dir(folder, split, group)
+
+
+def splits(folder: str | Path) -> list[str]:
+    """The split folders (`train`, `valid`, `test`, or any other name found) of a stage folder, in name order."""
+    folder = Path(folder)
+    parents = [folder] if is_legacy(folder) else [folder / d for d in DATASETS]
+    return sorted({p.name for parent in parents if parent.is_dir() for p in parent.iterdir()
+                   if p.is_dir() and not p.name.startswith(".") and (parent != folder or p.name in SPLITS)})
+
+
+def groups(folder: str | Path, split: str) -> list[str]:
+    """The languages and pairs with a shard folder in `split` (both datasets; format 1-2 too), in name order."""
+    folder = Path(folder)
+    parents = [folder / split] if is_legacy(folder) else [folder / d / split for d in DATASETS]
+    return sorted(p.name for parent in parents if parent.is_dir() for p in parent.iterdir() if p.is_dir())
+
+
 def partition_of(rel: Path) -> dict[str, str]:
-    """{split, lang | pair} of a shard path `<split>/<lang or l1-l2>/part-N.parquet` relative to its folder."""
-    parts = rel.parts
+    """{split, lang | pair} of a shard path relative to its folder: `<mono|pairs>/<split>/<group>/part-N.parquet`
+    (format 1-2: `<split>/<group>/part-N.parquet`)."""
+    parts = Path(rel).parts
+    if len(parts) == 4 and parts[0] in DATASETS:
+        parts = parts[1:]
     if len(parts) != 3:
         return {}
     return {"split": parts[0], "pair" if "-" in parts[1] else "lang": parts[1]}

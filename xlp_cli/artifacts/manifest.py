@@ -15,7 +15,7 @@ from xlp_cli.artifacts import layout, uris
 from xlp_cli.artifacts.files import _json_default, inside, sha256_file, write_json_atomic
 from xlp_cli.artifacts.shards import MANIFEST, verify_shards
 from xlp_cli.core.errors import BadInput
-from xlp_cli.core.textfile import json_object
+from xlp_cli.core.textfile import json_file, json_object
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -105,8 +105,8 @@ def try_read_manifest(folder: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        m = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        m = json_file(path)
+    except BadInput:
         return None
     return m if isinstance(m, dict) else None
 

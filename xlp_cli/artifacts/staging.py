@@ -63,7 +63,7 @@ def pull_input(store: Store) -> Path:
     return dest
 
 
-SHARD_FOLDERS = ("train", "valid", "test", ".work", "checkpoints")  # what a followed link needs only when read
+SHARD_FOLDERS = ("mono", "pairs", "train", "valid", "test", ".work", "checkpoints")  # what a followed link needs only when read
 
 
 def _fetcher(cache: dict[str, Store]) -> Callable[[str, bool], None]:

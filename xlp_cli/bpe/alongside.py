@@ -42,7 +42,7 @@ class IdsAlongside:
 
     # ------------------------------------------------------------ the finalizer's side (its thread)
     def rows(self, rel: str, table: pa.Table) -> None:
-        """A row group just written to the text shard `rel` (`split/group/part-N.parquet`), in order."""
+        """A row group just written to the text shard `rel` (`layout.shard_rel`), in order."""
         if rel not in self.shards:
             partition = layout.partition_of(Path(rel))
             self.shards[rel] = IdShardWriter(self.staging / rel, "pair" in partition, partition)

@@ -16,6 +16,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow.parquet as pq
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import iter_batches, shard_paths
 from xlp_cli.core.errors import BadInput
 
@@ -48,15 +49,17 @@ def _is_pair(shards: list[Path], name: str) -> bool:
 
 
 def list_folders(root: Path, splits: list[str] | None = None) -> list[Folder]:
-    """Every `<split>/<lang>` and `<split>/<l1>-<l2>` folder with shards under a prepare (or ids) output."""
+    """Every (split, language or pair) folder with shards under a prepare (or ids) output (layout.read_dir), in
+    split then name order."""
     out: list[Folder] = []
-    for split_dir in sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if splits and split_dir.name not in splits:
+    for split in layout.splits(root):
+        if splits and split not in splits:
             continue
-        for d in sorted(p for p in split_dir.iterdir() if p.is_dir()):
+        for name in layout.groups(root, split):
+            d = layout.read_dir(root, split, name)
             shards = shard_paths(d)
             if shards:
-                out.append(Folder(split_dir.name, d.name, d, _is_pair(shards, d.name), shards))
+                out.append(Folder(split, name, d, _is_pair(shards, name), shards))
     return out
 
 

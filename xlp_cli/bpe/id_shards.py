@@ -34,9 +34,14 @@ class IdShardWriter:
 
     def __init__(self, dest: Path, pair: bool, partition: dict[str, str]):
         self.dest = Path(dest)
-        self.keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]
+        self.keep = ["id", "lang1", "lang2"] if pair else ["id", "lang"]  # what the text shard gives
         self.names = ["1", "2"] if pair else [""]
-        fields = [(c, pa.string()) for c in self.keep]
+        # the partition columns (layout.PARTITION_COLUMNS) from the shard's folder: a format 1-2 text shard has none
+        self.fill = {k: v for k, v in partition.items() if k in ("split", "pair")}
+        if set(self.fill) != ({"split", "pair"} if pair else {"split"}):
+            raise ValueError(f"id shard {dest}: no split/pair in {partition}")
+        self.head = ["id", *self.fill, *self.keep[1:]]  # the string columns of the id shard
+        fields = [(c, pa.string()) for c in self.head]
         for s in self.names:
             fields += [("text" + s, pa.string()), ("ids" + s, pa.list_(pa.int32()))]
         self.schema = pa.schema(fields, metadata=layout.shard_metadata(APPLY_STAGE, [f[0] for f in fields], **partition))
@@ -50,7 +55,9 @@ class IdShardWriter:
 
     def encode(self, tok: Tokenizer, batch: pa.RecordBatch | pa.Table) -> tuple[pa.Table, int, int]:
         """(rows of the id shard, tokens, unknown tokens) for a batch of the text shard's rows (`columns`)."""
-        arrays = {c: batch.column(c) for c in self.keep}
+        arrays = {c: batch.column(c) if c in self.keep else pa.repeat(pa.scalar(self.fill[c], pa.string()),
+                                                                      batch.num_rows)
+                  for c in self.head}
         n_tok = unk = 0
         for s in self.names:
             col = batch.column(tok.column + s)

@@ -21,6 +21,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from xlp_cli.artifacts import layout
 from xlp_cli.prepare.finalize import SPLITS, Rooms, Rules
 
 # resolve(s, k, group, rooms) -> ({split: rows kept}, dropped): the rows of one chunk, for the one chunk per
@@ -47,7 +48,7 @@ class ShardSpec:
 
     @property
     def rel(self) -> str:
-        return f"{self.split}/{self.group}/part-{self.index:05d}.parquet"
+        return layout.shard_rel(self.split, self.group, f"part-{self.index:05d}.parquet")
 
 
 @dataclasses.dataclass

@@ -1,4 +1,5 @@
-"""Streaming shard writers: rows go to `OUT/<split>/<group>/part-NNNNN.parquet` a row group at a time.
+"""Streaming shard writers: rows go to `OUT/<mono|pairs>/<split>/<group>/part-NNNNN.parquet` (layout.shard_dir) a
+row group at a time, each row with its `split` and `lang` / `pair` columns.
 
 A shard is written to a temp file and renamed when it holds `shard_size` rows (or at the end), so a shard
 exists only when complete. Row groups hold exactly ROW_GROUP rows (the last one of a shard fewer), so
@@ -17,14 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xlp_cli.artifacts import layout
-from xlp_cli.artifacts.shards import shard_entry
+from xlp_cli.artifacts.shards import shard_entry, with_partition
 from xlp_cli.artifacts.staged_parquet import StagedParquet, guarded
 from xlp_cli.core.errors import WorkFailed
 
-MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang", pa.string()),
+MONO_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("split", pa.string()), ("lang", pa.string()),
                          ("raw", pa.string()), ("text", pa.string())])
-PAIR_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lang1", pa.string()), ("lang2", pa.string()),
-                         ("raw1", pa.string()), ("raw2", pa.string()), ("text1", pa.string()), ("text2", pa.string())])
+PAIR_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("split", pa.string()), ("pair", pa.string()),
+                         ("lang1", pa.string()), ("lang2", pa.string()), ("raw1", pa.string()), ("raw2", pa.string()),
+                         ("text1", pa.string()), ("text2", pa.string())])
 ROW_GROUP = 4096  # rows per Parquet row group
 
 
@@ -34,7 +36,8 @@ class GroupWriter:
     def __init__(self, out: Path, split: str, group: str, pair: bool, shard_size: int, sink: Any = None):
         self.out = out
         self.sink = sink  # bpe/alongside.py's IdsAlongside: each row group written, each shard completed
-        self.folder = out / split / group
+        self.folder = layout.shard_dir(out, split, group)
+        self.split, self.group = split, group
         schema = PAIR_SCHEMA if pair else MONO_SCHEMA
         self.schema = schema.with_metadata(layout.shard_metadata("prepare", schema.names, split=split,
                                                                  **{"pair" if pair else "lang": group}))
@@ -55,7 +58,7 @@ class GroupWriter:
         return self._path().relative_to(self.out).as_posix()
 
     def add_table(self, table: pa.Table) -> None:
-        table = table.cast(self.schema) if table.schema != self.schema else table
+        table = with_partition(table, self.schema, self.split, self.group)
         while table.num_rows:
             room = self.shard_size - self.rows_in_shard
             part, table = table.slice(0, room), table.slice(room)

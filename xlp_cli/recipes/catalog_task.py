@@ -22,6 +22,7 @@ from pathlib import Path
 
 from xlp_cli.artifacts.files import data_dir, write_text_atomic
 from xlp_cli.artifacts.manifest import try_read_manifest
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import iter_batches, shard_paths
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
@@ -32,10 +33,7 @@ HEADER = "language\tpremise_language\tgold_label\tsentence1\tsentence2\n"
 
 def _pairs(prep: Path, split: str) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
-    root = prep / split
-    if not root.is_dir():
-        return out
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and "-" in p.name):
+    for folder in [layout.read_dir(prep, split, g) for g in layout.groups(prep, split) if "-" in g]:
         for batch in iter_batches(shard_paths(folder), ["lang1", "lang2", "raw1", "raw2"]):
             d = batch.to_pydict()
             for l1, l2, r1, r2 in zip(d["lang1"], d["lang2"], d["raw1"], d["raw2"]):

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.core.errors import BadInput
 from xlp_cli.train.adjacent import AdjacentStream
@@ -48,7 +49,7 @@ class PretrainData:
         self.spec = spec = PRETRAIN_OBJECTIVES[objective]  # what it reads: the registry line, never the name
         if "mono" in spec.needs:
             for lang in langs:
-                folder = ids_dir / "train" / lang
+                folder = layout.read_dir(ids_dir, "train", lang)
                 paths = shard_paths(folder)
                 if not paths:
                     raise BadInput(f"language '{lang}' has no train data (no shards in {folder})", path=folder)
@@ -61,14 +62,14 @@ class PretrainData:
                                                                    part=(k, slots))
         if "pairs" in spec.needs:
             train = ids_dir / "train"
-            found = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" in p.name) if train.is_dir() else []
+            found = [g for g in layout.groups(ids_dir, "train") if "-" in g]
             for i, pair in enumerate(found):
                 l1, _, l2 = pair.partition("-")
                 if l1 in index and l2 in index:
                     for k in self.local:
                         self.pairs[self._key(pair, k)] = PairStream(
-                            shard_paths(train / pair), pair, (index[l1], index[l2]), bptt, seed, vocab_size,
-                            i, part=(k, slots))
+                            shard_paths(layout.read_dir(ids_dir, "train", pair)), pair, (index[l1], index[l2]), bptt,
+                            seed, vocab_size, i, part=(k, slots))
             if not self.pairs:
                 raise BadInput(f"--objective {objective} needs parallel data between the languages "
                                f"{','.join(langs)} (folders train/<l1>-<l2>); none found", path=train)
@@ -119,7 +120,7 @@ class PretrainData:
 def valid_batches(ids_dir: Path, lang: str, lang_index: int, bptt: int, batch_size: int, n_batches: int,
                   vocab_size: int, split: str = "valid") -> list[Batch]:
     """The first windows of a language's valid split, in corpus order (the same every evaluation)."""
-    paths = shard_paths(ids_dir / split / lang)
+    paths = shard_paths(layout.read_dir(ids_dir, split, lang))
     if not paths:
         return []
     try:

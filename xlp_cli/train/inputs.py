@@ -4,14 +4,14 @@ that needs it) the top-K vocabularies of `xlp vocab-score`. Every problem is one
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
-from xlp_cli.artifacts import datadirs
+from xlp_cli.artifacts import datadirs, layout
 from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary
 from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.bpe.dictionary import Dictionary
+from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import spec as encoding_spec
 
@@ -55,9 +55,9 @@ def resolve(data: list[Path], lang: list[str], needs: frozenset[str], lang_encod
     if len(dico) <= N_SPECIAL:
         raise BadInput("the dictionary has no words", path=dict_path)
     train = ids_dir / "train"
-    folders = [p for p in train.iterdir() if p.is_dir()] if train.is_dir() else []
-    available = sorted(p.name for p in folders if "-" not in p.name)
-    pair_langs = sorted({x for p in folders if "-" in p.name for x in p.name.split("-", 1)})
+    folders = layout.groups(ids_dir, "train")
+    available = sorted(g for g in folders if "-" not in g)
+    pair_langs = sorted({x for g in folders if "-" in g for x in g.split("-", 1)})
     if "pairs" in needs and not pair_langs:
         raise BadInput(f"--objective {objective or 'tlm'} needs parallel sentence pairs (train/<l1>-<l2> shards of "
                        f"`xlp bpe apply`); this data folder has none", path=ids_dir)
@@ -106,10 +106,10 @@ def read_top_k(path: Path, langs: list[str], k: int, dict_sha256: str | None) ->
     if not path.is_file():
         raise BadInput("this encoding needs vle_vocab.json from `xlp vocab-score` (pass its folder with --data)",
                        path=path)
+    obj = textfile.json_object(path)
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
         table = obj["langs"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
+    except (KeyError, TypeError) as e:
         raise BadInput(f"unreadable vle_vocab.json ({e})", path=path) from None
     if dict_sha256 and obj.get("dictionary_sha256") and obj["dictionary_sha256"] != dict_sha256:
         raise BadInput("vle_vocab.json was computed with a different dictionary than the id shards", path=path)

@@ -1,7 +1,8 @@
 """The `xlp vocab-score` stage: count tokens per language on the train id shards, score m(x), keep top-K.
 
-Reads IDS/ (the output of `xlp bpe apply`), writes VOCAB/vocab_scores.parquet, VOCAB/vle_vocab.json and
-a manifest; the terminal gets a table of each language's top tokens.
+Reads IDS/ (the output of `xlp bpe apply`), writes VOCAB/scores/vocab_scores.parquet (SCORES: a folder of
+nothing but the Parquet table, so that whole-folder readers read it in one call), VOCAB/vle_vocab.json and a
+manifest; the terminal gets a table of each language's top tokens.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli.artifacts import datadirs, outdir
+from xlp_cli.artifacts import datadirs, layout, outdir
 from xlp_cli.artifacts.files import sha256_file, write_json_atomic
 from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary, new_manifest, read_manifest, write_manifest
 from xlp_cli.artifacts.shards import shard_entry, shard_paths, write_shard
@@ -27,7 +28,8 @@ from xlp_cli.vocab.ray_count import count_languages
 from xlp_cli.vocab.scoring import count_shards, is_nonword, rank
 
 STAGE = "vocab-score"
-OWNS = ("vocab_scores.parquet", "vle_vocab.json")
+SCORES = "scores/vocab_scores.parquet"
+OWNS = ("scores", "vocab_scores.parquet", "vle_vocab.json")  # (format 1-2: vocab_scores.parquet at the top)
 RULE = ("m(x) = C_l(x) / C_!=l(x); tokens with C_!=l(x) = 0 get m = inf and rank above all shared tokens, "
         "by C_l(x) desc; shared tokens by m desc, then C_l(x) desc; ties by id")
 
@@ -47,9 +49,9 @@ def language_shards(ids_dir: Path, split: str, langs: list[str], parallel: bool)
     src: dict[str, list[tuple[Path, str]]] = {}
     pairs: list[tuple[list[Path], Path]] = []
     split_dir = ids_dir / split
-    if not split_dir.is_dir():
+    if split not in layout.splits(ids_dir):
         raise BadInput(f"no {split} split in the id shards", path=split_dir)
-    for d in sorted(p for p in split_dir.iterdir() if p.is_dir()):
+    for d in [layout.read_dir(ids_dir, split, g) for g in layout.groups(ids_dir, split)]:
         shards = shard_paths(d)
         if not shards:
             continue
@@ -134,7 +136,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
         "m": pa.array(np.concatenate([ranks[l].m for l in langs]).astype(np.float64)),
         "rank": pa.array(np.concatenate([np.arange(1, len(ranks[l].ids) + 1) for l in langs]).astype(np.int32)),
     })
-    sha = write_shard(out / "vocab_scores.parquet", table, stage="vocab-score")
+    sha = write_shard(out / SCORES, table, stage="vocab-score")
     write_json_atomic(out / "vle_vocab.json", vle)
 
     top = {l: [dico.words[i] for i in ranks[l].ids[: cfg.show]] for l in langs}
@@ -145,7 +147,7 @@ def run(cfg: VocabConfig) -> dict[str, Any]:
                "top_m": {l: [float(x) for x in ranks[l].m[: cfg.show]] for l in langs}}
     manifest = new_manifest(
         STAGE, config, upstream=[{"path": str(ids_dir.resolve()), "stage": "bpe-apply", "config_hash": ids_m.get("config_hash")}],
-        outputs={"vocab_scores.parquet": shard_entry(out / "vocab_scores.parquet", table.num_rows, sha),
+        outputs={SCORES: shard_entry(out / SCORES, table.num_rows, sha),
                  "vle_vocab.json": {"sha256": sha256_file(out / "vle_vocab.json")}},
         counts={l: int(counts[li].sum()) for li, l in enumerate(langs)}, warnings=warnings,
         dictionary_sha256=dict_sha, rule=RULE, summary=summary, complete=True,
@@ -167,5 +169,5 @@ def print_summary(summary: dict[str, Any]) -> None:
         shown = "  ".join(f"{tok} ({'∞' if m == float('inf') else f'{m:.1f}'})" for tok, m in zip(toks, ms))
         t.add_row(lang, str(summary["candidates"][lang]), str(summary["exclusive"][lang]), shown)
     ui.out.print(t)
-    ui.out.print(f"wrote {summary['out']}/vle_vocab.json (K = {summary['k']}) and vocab_scores.parquet "
+    ui.out.print(f"wrote {summary['out']}/vle_vocab.json (K = {summary['k']}) and {SCORES} "
                  f"in {summary['seconds']} s")

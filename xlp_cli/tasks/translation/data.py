@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import read_shard, shard_paths
 from xlp_cli.core.errors import BadInput
 from xlp_cli.train.sentences import collate  # noqa: F401  (re-exported: the translation code's batches)
@@ -71,11 +72,8 @@ def split_direction(name: str) -> tuple[str, str]:
 
 
 def pair_folders(ids_dir: Path, split: str) -> dict[str, Path]:
-    root = Path(ids_dir) / split
-    if not root.is_dir():
-        return {}
-    return {p.name: p for p in sorted(root.iterdir())
-            if p.is_dir() and "-" in p.name and shard_paths(p)}
+    return {g: p for g in layout.groups(ids_dir, split) if "-" in g
+            for p in [layout.read_dir(ids_dir, split, g)] if shard_paths(p)}
 
 
 def read_pair_folder(folder: Path, *, max_rows: int = 0) -> Pairs:

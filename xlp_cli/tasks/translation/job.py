@@ -12,6 +12,7 @@ from typing import Any
 
 from xlp_cli.artifacts.files import sha256_file
 from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import read_shard, shard_paths
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
@@ -47,10 +48,9 @@ class References:
 
     def __init__(self, prep_dir: Path | None, split: str):
         self.rows: dict[str, dict[str, tuple[str, str]]] = {}
-        root = Path(prep_dir) / split if prep_dir is not None else None
-        if root is None or not root.is_dir():
+        if prep_dir is None:
             return
-        for folder in sorted(p for p in root.iterdir() if p.is_dir() and "-" in p.name):
+        for folder in [layout.read_dir(prep_dir, split, g) for g in layout.groups(prep_dir, split) if "-" in g]:
             l1, l2 = folder.name.split("-", 1)
             for shard in shard_paths(folder):
                 t = read_shard(shard)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli.artifacts.manifest import find_upstream, ids_dictionary
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.bpe.encoder import TextEncoder
@@ -101,8 +102,8 @@ class UnmtData:
         dict_path, _ = ids_dictionary(self.ids_dir, self.ids_manifest)
         self.dict_path, self.dico = dict_path, Dictionary.read(dict_path)
         train = self.ids_dir / "train"
-        mono = sorted(p.name for p in train.iterdir() if p.is_dir() and "-" not in p.name
-                      and shard_paths(p)) if train.is_dir() else []
+        mono = [g for g in layout.groups(self.ids_dir, "train")
+                if "-" not in g and shard_paths(layout.read_dir(self.ids_dir, "train", g))]
         langs = list(dict.fromkeys(cfgmod.parse_langs(cfg.lang))) or mono
         if len(langs) != 2:
             raise BadInput(f"unmt trains one language pair: give --lang l1,l2 (languages with monolingual train "
@@ -113,7 +114,7 @@ class UnmtData:
                                f"in train/{lang}; have: {', '.join(mono) or 'none'})", path=train / lang)
         self.langs = langs
         self.directions = [f"{langs[0]}-{langs[1]}", f"{langs[1]}-{langs[0]}"]
-        self.paths = {lang: shard_paths(train / lang) for lang in langs}
+        self.paths = {lang: shard_paths(layout.read_dir(self.ids_dir, "train", lang)) for lang in langs}
         self.codec = TextEncoder.from_folder(self.ids_dir)
         prep = find_upstream([self.ids_dir], "prepare")
         self.prep_dir = prep[0] if prep else None

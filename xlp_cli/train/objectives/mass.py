@@ -26,6 +26,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.artifacts.special_ids import BOS, EOS, MASK, PAD
 from xlp_cli.core import ui
@@ -143,11 +144,11 @@ class Mass(Objective):
         V = len(inputs.dictionary)
         streams, valid = {}, {}
         for i, lang in enumerate(inputs.langs):
-            paths = shard_paths(inputs.ids_dir / "train" / lang)
+            paths = shard_paths(layout.read_dir(inputs.ids_dir, "train", lang))
             streams[lang] = SentenceStream(paths, lang, cfg.seed, i, V, cfg.bptt - 1)
             streams[lang]._load()  # reads the first row group: ids outside the dictionary fail before training
             if rt.main:
-                v = first_sentences(shard_paths(inputs.ids_dir / "valid" / lang),
+                v = first_sentences(shard_paths(layout.read_dir(inputs.ids_dir, "valid", lang)),
                                     cfg.eval_batches * cfg.batch_size, V, cfg.bptt - 1)
                 if v:
                     valid[lang] = v

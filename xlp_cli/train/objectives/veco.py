@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.artifacts.special_ids import N_SPECIAL, PAD
 from xlp_cli.models.veco import Side, streams
@@ -108,7 +109,7 @@ class CrossAttentionMLM(MaskedLM):
         if rt.main:
             streams_by_name = {stream.pair: stream for stream in obj.data.pairs.values()}  # one per pair (or slot)
             for k, (name, stream) in enumerate(streams_by_name.items()):
-                paths = shard_paths(inputs.ids_dir / "valid" / name)
+                paths = shard_paths(layout.read_dir(inputs.ids_dir, "valid", name))
                 if not paths:
                     continue
                 args = (cfg.bptt, 0, stream.vocab_size, k)
