@@ -13,6 +13,7 @@ from __future__ import annotations
 import bz2
 import dataclasses
 import gzip
+import importlib
 import io
 import json
 import lzma
@@ -66,18 +67,25 @@ class Ctx:
 
 @dataclasses.dataclass
 class Case:
+    """`build` returns one command line, or (batch=True) a list of command lines of one class, each checked alike.
+    `post(ctx)`: a last check of what the command left (a device still a device)."""
     name: str
     build: Callable[[Ctx], list]
     expect: str = "bad"
     untouched: bool = False
+    batch: bool = False
+    post: Callable[[Ctx], object] | None = None
+    size: int = 1  # commands in a batch
 
 
 CASES: list[Case] = []
 
 
-def case(name: str, expect: str = "bad", untouched: bool = False):
+def case(name: str, expect: str = "bad", untouched: bool = False, batch: int = 0,
+         post: Callable[[Ctx], object] | None = None):
+    """`batch=N`: the case builds N command lines of one class."""
     def deco(fn):
-        CASES.append(Case(name, fn, expect, untouched))
+        CASES.append(Case(name, fn, expect, untouched, bool(batch), post, max(batch, 1)))
         return fn
     return deco
 
@@ -423,18 +431,39 @@ case("claims-upstream-not-pretrain")(lambda c: claims_of(c, [{"stage": "pretrain
 case("claims-seed-not-integer")(lambda c: claims_of(c, [{"stage": "pretrain", "path": str(_seedless_pretrain(c))}]))
 
 
+# ------------------------------------------------------------------ issue 30's generated classes
+BEFORE_ISSUE_30 = len(CASES)
+importlib.import_module("reliability_issue30")  # registers its cases here (it imports the helpers above)
+
+
 # ------------------------------------------------------------------ the check
+def n_commands() -> int:
+    """How many commands the corpus runs (a batch case counts each of its commands), without building them."""
+    return sum(c.size for c in CASES)
+
+
 def check_case(z, work: Path, case: Case) -> None:
     c = Ctx(work / "fuzz" / case.name, work, z)
     shutil.rmtree(c.dir, ignore_errors=True)
     c.dir.mkdir(parents=True)
-    args = case.build(c)
+    built = case.build(c)
+    for args in built if case.batch else [built]:
+        if case.batch:
+            shutil.rmtree(c.out, ignore_errors=True)  # (each command of a batch into a fresh --out)
+        _check_one(z, c, case, args)
+    if case.post is not None:
+        case.post(c)
+
+
+def _check_one(z, c: Ctx, case: Case, args: list) -> None:
     rc, text = z.run(*args)
     lines = [x for x in text.strip().splitlines() if x.strip()]
     assert "Traceback" not in text and "internal error" not in text, text
-    if case.expect == "bad":
-        assert rc == 2, f"exit {rc}: {text}"
+    if case.expect in ("bad", "fail"):
+        assert rc == (2 if case.expect == "bad" else 1), f"exit {rc}: {args} {text}"
         assert len(lines) == 1 and lines[0].startswith("xlp: error: "), text
+    elif case.expect == "ok":
+        assert rc == 0, text
     else:
         assert rc == 0, text
         m = json.loads((c.out / "manifest.json").read_text(encoding="utf-8"))

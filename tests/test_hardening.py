@@ -54,7 +54,7 @@ def test_force_removes_only_what_xlp_wrote(tmp_path):
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n" and (out / "mine" / "plot.png").is_file()
     m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert m["config"]["min-tokens"] == 3
-    on_disk = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/part-*.parquet"))
+    on_disk = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/*/part-*.parquet"))
     assert on_disk == sorted(m["outputs"]["shards"])  # nothing of the first run is left beside the new one
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import write_commonvoice
-from reliability_corpus import CASES, check_case
+from reliability_corpus import BEFORE_ISSUE_30, CASES, check_case, n_commands
 from reliability_helpers import alive, digest, ensure_clean, interrupt, sweep, temp_files
 from zygote import Zygote
 
@@ -145,7 +145,10 @@ def test_fuzz_corpus(z, work, stages, case):
 
 
 def test_corpus_is_large_enough():
+    """The 60 hand-written cases of issues before 30, and at least 150 generated ones of issue 30's classes
+    (a batch case counts each of its commands)."""
     assert len(CASES) >= 60, len(CASES)
+    assert sum(c.size for c in CASES[BEFORE_ISSUE_30:]) >= 150, n_commands()
 
 
 def test_a_second_run_into_a_running_folder_is_refused(z, work, stages):
@@ -178,10 +181,10 @@ def _read(p: Path) -> str:
 
 
 LEFTOVERS = {  # what a SIGKILL at the wrong moment leaves in each stage's folder
-    "prepare": [".manifest.json.k1.tmp", "train/en/.part-00007.parquet.k2.tmp", ".work/.chunk-000000-000003.parquet.k3.tmp"],
+    "prepare": [".manifest.json.k1.tmp", "mono/train/en/.part-00007.parquet.k2.tmp", ".work/.chunk-000000-000003.parquet.k3.tmp"],
     "bpe-learn": [".codes.k1.tmp", ".manifest.json.k2.tmp"],
-    "bpe-apply": ["train/en/.part-00000.parquet.k1.tmp", ".manifest.json.k2.tmp"],
-    "vocab-score": [".vocab_scores.parquet.k1.tmp", ".vle_vocab.json.k2.tmp", ".manifest.json.k3.tmp"],
+    "bpe-apply": ["mono/train/en/.part-00000.parquet.k1.tmp", ".manifest.json.k2.tmp"],
+    "vocab-score": ["scores/.vocab_scores.parquet.k1.tmp", ".vle_vocab.json.k2.tmp", ".manifest.json.k3.tmp"],
     "pretrain": ["checkpoints/.last.tmp/model.safetensors", "checkpoints/.best.tmp/meta.json",
                  ".metrics.jsonl.k1.tmp", ".manifest.json.k2.tmp"],
 }

@@ -35,6 +35,7 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
         tmp_path = Path(tmp)
         honour_umask(tmp_path)  # mkstemp makes 0600: shared storage needs the umask's mode
         yield tmp_path
+        honour_umask(tmp_path)  # again: a writer that replaces the file (safetensors) leaves 0600
         os.replace(tmp_path, final)
     except Exception as e:
         err = write_failed(e, final) if getattr(e, "filename", None) in (None, str(tmp_path), str(final)) else None

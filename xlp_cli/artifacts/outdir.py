@@ -29,16 +29,17 @@ import errno
 import fcntl
 import fnmatch
 import functools
-import json
 import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
+from xlp_cli.artifacts import safe_output
 from xlp_cli.artifacts.files import write_json_atomic
 from xlp_cli.artifacts.manifest import config_hash, try_read_manifest
 from xlp_cli.artifacts.shards import MANIFEST
+from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput
 
 LOCK, MARKER = ".xlp.lock", ".xlp-config.json"
@@ -58,6 +59,7 @@ def check_folder(out: Path) -> None:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BadInput("--out names a file, not a folder", path=out)
+    safe_output.check_out_folder(out)  # /proc, /sys and other kernel file systems; devices
     for parent in out.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
@@ -85,6 +87,13 @@ def cannot_write(e: OSError, path: Path) -> BadInput:
             errno.ENOSPC: "disk full (no space left on device)", errno.EDQUOT: "disk quota exceeded",
             errno.ENOTDIR: "a parent is not a folder"}.get(e.errno or 0, e.strerror or str(e))
     return BadInput(f"cannot write here: {what}", path=e.filename or path)
+
+
+def _paths(config: dict[str, Any], key: str) -> list[str]:
+    """The local paths a config lists under `key` (`inputs`, `data`); URIs and other values left out."""
+    value = config.get(key)
+    items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    return [v for v in items if isinstance(v, str) and v and "://" not in v]
 
 
 # ---------------------------------------------------------------- the lock
@@ -143,8 +152,8 @@ def scoped(fn: F) -> F:
 # ---------------------------------------------------------------- what xlp owns
 def read_marker(out: Path) -> dict[str, Any]:
     try:
-        marker = json.loads((Path(out) / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        marker = textfile.json_file(Path(out) / MARKER)
+    except BadInput:
         return {}
     return marker if isinstance(marker, dict) else {}
 
@@ -190,6 +199,7 @@ def claim(out: Path, stage: str, config: dict[str, Any], *, force: bool, owns: I
     out = Path(out)
     owns = sorted(set(owns))
     check_folder(out)
+    safe_output.check_out_folder(out, inputs=_paths(config, "inputs"), data=_paths(config, "data"))
     if out.is_dir() and not (out / MARKER).exists() and try_read_manifest(out) is None:
         foreign = foreign_entries(out, owns)
         if foreign and not force:

@@ -53,6 +53,17 @@ def iter_batches(paths: list[Path], columns: list[str] | None = None, batch_size
         yield from pf.iter_batches(batch_size=batch_size, columns=columns)
 
 
+def with_partition(table: pa.Table, schema: pa.Schema, split: str, group: str) -> pa.Table:
+    """`table` laid out as `schema`, its partition columns (layout.PARTITION_COLUMNS: `split`, and `lang` or
+    `pair`) filled with the shard folder's values where the table lacks them."""
+    values = dict(zip(layout.PARTITION_COLUMNS[layout.dataset_of(group)], (split, group)))
+    cols = [table.column(name) if name in table.column_names else pa.repeat(pa.scalar(values[name], pa.string()),
+                                                                             table.num_rows)
+            for name in schema.names]
+    out = pa.Table.from_arrays(cols, names=schema.names)
+    return out if out.schema == schema else out.cast(schema)
+
+
 def shard_entry(path: str | Path, rows: int, sha256: str | None = None) -> dict[str, Any]:
     """What a manifest records of a shard: its sha256, rows and size in bytes."""
     return {"sha256": sha256 or sha256_file(path), "rows": int(rows), "bytes": Path(path).stat().st_size}
@@ -67,7 +78,10 @@ def verify_shards(folder: str | Path, manifest: dict[str, Any], *, hash: bool | 
     folder = Path(folder)
     source = folder / MANIFEST
     outputs = manifest.get("outputs") if isinstance(manifest.get("outputs"), dict) else {}
-    shards = outputs.get("shards") if isinstance(outputs.get("shards"), dict) else {}
+    if "shards" in outputs and not isinstance(outputs["shards"], dict):
+        raise BadInput("corrupt manifest: outputs.shards is not an object of {path: {sha256, rows, bytes}}",
+                       path=source)
+    shards = outputs.get("shards") or {}
     # other listed files ({name: {"sha256": ...}}: bpe learn's codes, vocab-score's files) are checked alike
     files = {k: v for k, v in outputs.items() if k != "shards" and isinstance(v, dict) and "sha256" in v}
     paths, entries = [], []
@@ -89,9 +103,24 @@ def verify_shards(folder: str | Path, manifest: dict[str, Any], *, hash: bool | 
             raise BadInput("file differs from its sha256 in the manifest: damaged or replaced; rerun the stage "
                            "that wrote it", path=p)
     listed = set(paths)
-    for d in {p.parent for p in paths[:len(shards)]}:
+    # the manifest is the whole truth: a shard anywhere in the folder's tree that it does not list (an empty
+    # list included) is refused, not only in the folders it names
+    for d in sorted({p.parent for p in paths[:len(shards)]} | set(_shard_folders(folder))):
         for extra in shard_paths(d):
             if extra not in listed:
                 raise BadInput("shard not listed in the manifest (left by another run?); remove it or rerun the "
                                "stage that wrote the folder", path=extra)
     return paths
+
+
+def _shard_folders(folder: Path) -> Iterator[Path]:
+    """The folders under a stage folder that hold shards (`part-*.parquet`), hidden folders (`.work`, temp
+    folders) and nested stage folders (their own manifest: `prepare --bpe-codes`'s bpe/) left out."""
+    if not folder.is_dir():
+        return
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if (sub / MANIFEST).exists():
+            continue
+        if any(sub.glob(SHARD_GLOB)):
+            yield sub
+        yield from _shard_folders(sub)

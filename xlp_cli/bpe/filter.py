@@ -57,7 +57,7 @@ def apply_filter(cfg: BpeApplyConfig) -> dict[str, Any]:
     name = streams.display(src)
     lines = skipped = 0
     examples: list[str] = []
-    with streams.open_input(src) as f, streams.output(dst) as w:
+    with streams.open_input(src) as f, streams.output(dst, inputs=[src]) as w:
         for first, block in streams.blocks(f, BLOCK, cfg.max_line_bytes):
             problems = check(block, cfg.max_line_bytes)
             if problems and cfg.on_error == "raise":

@@ -2,7 +2,8 @@
 
 learn:  PREP/train/<lang> --(XLM language sampling)--> learning corpus --> codes + vocab + dict.txt
         (or spm.model + dict.txt).
-apply:  PREP/<split>/<folder> --> IDS/<split>/<folder>/part-*.parquet with subword text and int32 ids.
+apply:  PREP/<mono|pairs>/<split>/<folder> --> IDS/<mono|pairs>/<split>/<folder>/part-*.parquet (layout.shard_dir)
+        with subword text and int32 ids.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from xlp_cli.bpe.id_shards import (
     apply_shard as _apply_shard,  # (ray_apply.py runs it in its tasks)
     release_memory,
 )
-from xlp_cli.bpe.tokenizer import Tokenizer, load_tokenizer
+from xlp_cli.bpe.tokenizer import Tokenizer, column_of, load_tokenizer
 from xlp_cli.core import ui
 from xlp_cli.core.config import to_dict
 from xlp_cli.core.errors import BadInput
@@ -71,7 +72,7 @@ def _finished(out: Path, previous: dict[str, Any] | None, files: list[str]) -> b
 
 
 LEARN_OWNS = ("codes", "vocab", "dict.txt", "spm.model")
-APPLY_OWNS = ("dict.txt", "codes", "vocab", "spm.model", "train", "valid", "test")
+APPLY_OWNS = ("dict.txt", "codes", "vocab", "spm.model", "mono", "pairs", "train", "valid", "test")
 TOKENIZER_FILES = {"codes": "codes", "vocab": "vocab", "model": "spm.model"}  # manifest key -> name in IDS
 
 
@@ -85,7 +86,7 @@ def learn(cfg: BpeLearnConfig) -> dict[str, Any]:
     config.pop("force")
     out = Path(cfg.out)
     # check the input before touching --out, so that bad input leaves nothing behind
-    column = "raw" if cfg.tokenizer == "sentencepiece" else "text"
+    column = column_of(cfg.tokenizer, cfg.spm_model_type)
     sources = corpus.merged_sources([p for p, _ in preps], cfg.split, cfg.lang, cfg.parallel, column)
     n = {lang: corpus.rows([s for s, _ in shards]) for lang, shards in sources.items()}
     empty = [l for l, k in n.items() if k == 0]
@@ -165,18 +166,35 @@ def _learn_spm(cfg, sources, plan, out: Path):
 
 
 # ================================================================ apply
+def vocab_of(codes: Path, vocab: Path | None) -> Path:
+    """The vocab file of a codes file: `vocab`, else the one beside it (XLM ships codes_xnli_15 beside
+    vocab_xnli_15; fastBPE folders hold codes + vocab); else a one-line BadInput."""
+    if not codes.is_file():
+        raise BadInput("no such codes file", path=codes)
+    if vocab is None:
+        sibling = codes.with_name(codes.name.replace("codes", "vocab"))
+        if sibling != codes and sibling.is_file():
+            return sibling
+        raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
+                       path=codes)
+    return vocab
+
+
+def check_source(src: Path) -> None:
+    """What `xlp prepare --bpe-from SRC` reads, checked before prepare writes its first file: a codes file with its
+    vocab beside it, or a folder holding (or leading to) an `xlp bpe learn` output."""
+    if src.is_dir():
+        if find_upstream([src], LEARN_STAGE, verify=False) is None:
+            raise BadInput("no `xlp bpe learn` output in this folder (give it, or a codes file with its vocab beside it)",
+                           path=src)
+    else:
+        vocab_of(src, None)
+
+
 def _resolve_tokenizer(cfg: BpeApplyConfig, out: Path) -> tuple[Tokenizer, dict[str, Any], list[dict[str, Any]], dict]:
     """(tokenizer, manifest entry with absolute paths, upstream entries, text_config of the learn run)."""
     if cfg.codes is not None:
-        if not Path(cfg.codes).is_file():
-            raise BadInput("no such codes file", path=cfg.codes)
-        if cfg.vocab is None:  # XLM ships codes_xnli_15 beside vocab_xnli_15; fastBPE folders hold codes + vocab
-            sibling = Path(cfg.codes).with_name(Path(cfg.codes).name.replace("codes", "vocab"))
-            if sibling != Path(cfg.codes) and sibling.is_file():
-                cfg.vocab = sibling
-        if cfg.vocab is None:
-            raise BadInput("--codes needs --vocab (the token counts that give the dictionary ids); none found beside it",
-                           path=cfg.codes)
+        cfg.vocab = vocab_of(Path(cfg.codes), cfg.vocab)
         with ThreadPoolExecutor(1) as pool:  # the native loader (no GIL) reads and checks both files meanwhile
             codec = pool.submit(BpeCodec, cfg.codes, cfg.vocab)
             info: dict[str, Any] = {"kind": "fastbpe", "codes": str(Path(cfg.codes).resolve()),
@@ -253,7 +271,7 @@ def apply(cfg: BpeApplyConfig, runner: Any = None, loaded: Future | None = None,
     counts: dict[str, dict[str, int]] = {}
     tokens: dict[str, dict[str, int]] = {}
     unks = 0
-    entries = [(f, shard, Path(f.split) / f.name / shard.name.replace("part-", "part-" + tag, 1))
+    entries = [(f, shard, Path(layout.shard_rel(f.split, f.name, shard.name.replace("part-", "part-" + tag, 1))))
                for f, tag in folders for shard in f.shards]
     jobs = [(shard, f.pair, cfg.batch_rows, out / rel, layout.partition_of(rel))
             for f, shard, rel in entries if not (out / rel).is_file()]  # resume: the others are complete

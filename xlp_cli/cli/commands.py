@@ -20,9 +20,10 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperGroup
 
+from xlp_cli.artifacts import safe_output
 from xlp_cli.cli import typer_plain
 from xlp_cli.core import config as cfgmod
-from xlp_cli.core.errors import did_you_mean
+from xlp_cli.core.errors import BadInput, did_you_mean
 from xlp_cli.models.encoding_registry import EncodingFlags
 from xlp_cli.stages import STAGES, load, run_staged
 from xlp_cli.stages.exits import ABORTS, CLICK_ERROR, USAGE_ERROR, run_guarded
@@ -78,6 +79,8 @@ def _param_for(field: dataclasses.Field, tp: Any, defaults: dict[str, Any] | Non
         help_text += "  [default:\u00a0" + ", ".join(f"{t}: {_shown(v, base, name)}" for t, v in defaults.items()) + "]"
     elif not meta.get("argument"):
         help_text += f"  [default:\u00a0{_shown(_default(field), base, name)}]"
+    if meta.get("range") is not None:  # the range declared with the field (core/config.py), as the checks read it
+        help_text += f"  [allowed:\u00a0{meta['range'].text()}]"
     extra: dict[str, Any] = {"help": help_text, "show_default": False}
     if choices:
         extra["autocompletion"] = _completer(tuple(choices))
@@ -213,16 +216,23 @@ def stage_command(app: typer.Typer, stage: str) -> None:
         as_json = kwargs.pop("as_json")
 
         def go() -> None:
+            if as_json and (why := safe_output.stdout_problem()):
+                raise BadInput(f"--json: {why}")  # (before any work: the JSON is the output)
             cfg = build_config(config, config_file, kwargs)
             summary = run_staged(spec.run, cfg)
             from xlp_cli.core import ui  # (rich: only to print a summary; `xlp text` starts without it)
 
             if as_json:
-                ui.print_json(summary)
-            elif spec.summary:
-                load(spec.summary)(summary)
+                with safe_output.stdout_writes():
+                    ui.print_json(summary)
+            elif safe_output.stdout_problem():
+                return  # (a closed stdout: the work is done, the summary has nowhere to go)
             else:
-                ui.print_summary(title, summary)
+                with safe_output.stdout_writes():
+                    if spec.summary:
+                        load(spec.summary)(summary)
+                    else:
+                        ui.print_summary(title, summary)
 
         run_guarded(go)
 
@@ -230,7 +240,8 @@ def stage_command(app: typer.Typer, stage: str) -> None:
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__name__ = name.replace("-", "_")
     command.__doc__ = spec.help
-    app.command(name, help=spec.help, short_help=spec.help, epilog=example_text(spec.example), no_args_is_help=False)(command)
+    app.command(name, help=spec.help, short_help=spec.help, epilog=example_text(spec.example), no_args_is_help=False,
+                context_settings={"help_option_names": ["-h", "--help"]})(command)
 
 
 def example_text(example: str) -> str:

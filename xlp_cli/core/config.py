@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import tomllib
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from xlp_cli.core import textfile
 from xlp_cli.core.errors import BadInput, did_you_mean
 
 T = TypeVar("T")
@@ -26,16 +26,66 @@ FORCE_HELP = ("Start over in an --out written with another config (or by another
               "xlp wrote there; also write into a folder that holds files xlp did not write (they are kept).")
 
 
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric field allows (for a list field: each item), declared once with the field (`opt(lo=...)`)
+    and checked wherever a config is read: flags, --config TOML, recipes, a resumed run's recorded config.
+    `lo`/`hi` are inclusive bounds, `gt`/`lt` exclusive ones; None: no bound on that side."""
+    lo: float | None = None
+    hi: float | None = None
+    gt: float | None = None
+    lt: float | None = None
+
+    def allows(self, v: float) -> bool:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        return ((self.lo is None or v >= self.lo) and (self.hi is None or v <= self.hi)
+                and (self.gt is None or v > self.gt) and (self.lt is None or v < self.lt))
+
+    def text(self) -> str:
+        """"from 0 to 4294967295", ">= 1", "> 0 and <= 1"."""
+        if self.lo is not None and self.hi is not None:
+            return f"from {_number(self.lo)} to {_number(self.hi)}"
+        parts = [f"{op} {_number(b)}" for op, b in ((">=", self.lo), (">", self.gt), ("<=", self.hi), ("<", self.lt))
+                 if b is not None]
+        return " and ".join(parts)
+
+
+def _number(v: Any) -> str:
+    """A number as a message shows it: a huge integer by its size, not its 5,000 digits."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, int) and abs(v) >= 10**18:
+        return f"{'-' if v < 0 else ''}an integer of {len(str(abs(v))) if abs(v) < 10**4000 else 'over 4000'} digits"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+# the ranges most fields share (each field names its own, so `--help` and the checks read the same declaration)
+SEED_MAX = 2**32 - 1           # numpy's seeds are 32-bit
+STEPS_MAX = 10**9              # optimizer steps (and a checkpoint's recorded step)
+COUNT_MAX = 10**12             # records, rows, sentences, pairs (caps and sizes)
+THREADS_MAX = 1024             # threads, workers, processes
+TOKENS_MAX = 1 << 16           # a sequence length in tokens
+BATCH_MAX = 1 << 20            # rows/sentences per batch
+CODES_MAX = 10**7              # BPE merges, vocabulary sizes
+BEAM_MAX = 256                 # beam search width
+
+
 def opt(default: Any = dataclasses.MISSING, help: str = "", *, argument: bool = False, short: str | None = None,
         factory: Any = None, choices: tuple[str, ...] | None = None, volatile: bool = False,
-        resumable: bool = False) -> Any:
+        resumable: bool = False, lo: float | None = None, hi: float | None = None, gt: float | None = None,
+        lt: float | None = None, divides: str | None = None) -> Any:
     """A config field with help text. `argument=True` makes it positional; `choices` are checked on load.
 
     `volatile`: the value never changes a stage's output (threads, device, --force, logging cadence).
     `resumable`: the value may differ between a run and its continuation (e.g. --max-steps: a rerun with more
-    steps continues). Volatile keys are resumable too. This is the only place these lists are kept."""
+    steps continues). Volatile keys are resumable too. This is the only place these lists are kept.
+    `lo`, `hi` (inclusive), `gt`, `lt` (exclusive): the numeric field's valid range (`Range`); every numeric field of
+    a stage config declares one (tests/test_ranges.py). `divides`: the field (when non-zero) must divide that other
+    field (when non-zero): --n-heads divides --d-model."""
+    rng = Range(lo, hi, gt, lt) if (lo, hi, gt, lt) != (None, None, None, None) else None
     meta = {"help": help, "argument": argument, "short": short, "choices": choices,
-            "volatile": volatile, "resumable": resumable or volatile}
+            "volatile": volatile, "resumable": resumable or volatile, "range": rng, "divides": divides}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -64,6 +114,7 @@ class Default:
     value: Any = _KEEP
     help: str | None = None
     choices: tuple[str, ...] | None = None
+    range: Range | None = None  # another valid range (e.g. --warmup -1: automatic)
 
 
 def defaults(**changes: Any) -> Any:
@@ -89,7 +140,8 @@ def defaults(**changes: Any) -> Any:
                 raise TypeError(f"{cls.__name__}: @defaults({name}=...) names no inherited field")
             f, tp = inherited[name]
             d = change if isinstance(change, Default) else Default(change)
-            meta = {**f.metadata, **{k: v for k, v in (("help", d.help), ("choices", d.choices)) if v is not None}}
+            meta = {**f.metadata, **{k: v for k, v in (("help", d.help), ("choices", d.choices), ("range", d.range))
+                                     if v is not None}}
             value = d.value
             if value is _KEEP:  # the inherited default
                 factory = f.default_factory
@@ -193,13 +245,16 @@ def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
         if base is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise TypeError
+            digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
+            if digits.isdigit() and len(digits) > 4000:  # int() refuses over 4300 digits (Python's int-str limit)
+                raise ValueError(f"expected an integer, got one of {len(digits)} digits")
             return int(value)
         if base is float:
             if isinstance(value, bool):
                 raise TypeError
             number = float(value)
             if not math.isfinite(number):  # nan/inf would train silently to nothing (or loop forever)
-                raise ValueError(f"expected a finite number, got {value}")
+                raise ValueError(f"expected a finite number, got {_shown(value)}")
             return number
         if base is Path:
             return Path(str(value)).expanduser()
@@ -214,10 +269,57 @@ def _coerce(name: str, value: Any, tp: Any, where: str) -> Any:
                 raise ValueError("expected a table")
             return dict(value)
         return value
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError) as e:  # (int() of over 4300 digits is a ValueError too: Python's int-str limit)
         what = {int: "an integer", float: "a number", bool: "true or false", dict: "a table"}.get(base, "text")
-        detail = str(e) if str(e).startswith("expected") else f"expected {what}, got {value!r}"
+        detail = str(e) if str(e).startswith("expected") else f"expected {what}, got {_shown(value)}"
         raise bad_key(where, name, f"bad value for {key_ref(name, where)}: {detail}") from None
+
+
+def _shown(value: Any) -> str:
+    """A value as a one-line message shows it: a number by `_number`, long text cut to its start and length."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _number(value)
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def check_value(name: str, value: Any, field: dataclasses.Field, where: str = "command line") -> None:
+    """`value` (each item of a list) is a real number inside the field's declared `Range`; else a one-line BadInput
+    naming the flag or key and the allowed range."""
+    rng: Range | None = field.metadata.get("range")
+    if rng is None or value is None:
+        return
+    for item in (value if isinstance(value, (list, tuple)) else [value]):
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not rng.allows(item):
+            raise bad_key(where, name, f"bad value for {key_ref(name, where)}: {_shown(item)} (allowed: {rng.text()})")
+
+
+def check_config(cfg: Any, where: str = "command line", at: dict[str, str] | None = None) -> None:
+    """Every declared range of a config object and every `divides` between its fields (`at`: where each field's
+    value came from, for the message; default `where`). `from_dict` runs it on every config it builds; a stage runs
+    it again on a config it completes (a preset's size, a resumed run's recorded config)."""
+    hints = field_types(type(cfg))
+    for f in dataclasses.fields(cfg):
+        if f.metadata.get("range") is None:
+            continue
+        value, w = getattr(cfg, f.name), (at or {}).get(f.name, where)
+        base, _ = _base_type(hints[f.name])
+        if typing.get_origin(base) in (list, tuple):
+            base = (typing.get_args(base) or (str,))[0]
+        for item in (value if isinstance(value, (list, tuple)) else [value]):
+            if item is None or base not in (int, float):
+                continue
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or (base is int and not isinstance(item, int)):
+                raise bad_key(w, f.name, f"bad value for {key_ref(f.name, w)}: expected "
+                                         f"{'an integer' if base is int else 'a number'}, got {_shown(item)}")
+        check_value(f.name, value, f, w)
+    for f in dataclasses.fields(cfg):
+        target = f.metadata.get("divides")
+        v, total = getattr(cfg, f.name), getattr(cfg, target, 0) if target else 0
+        if target and v and total and total % v:
+            w = (at or {}).get(f.name, where)
+            raise bad_key(w, f.name, f"bad value for {key_ref(f.name, w)}: {v} does not divide "
+                                     f"{key_ref(target, w)} {total} (give a divisor of {total})")
 
 
 def bad_key(where: str, key: str, message: str) -> BadInput:
@@ -272,6 +374,7 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config", fl
     fields = {f.name: f for f in dataclasses.fields(cls)}
     aliases: dict[str, str] = getattr(cls, "ALIASES", {})  # old key -> field, for configs written before a rename
     kwargs: dict[str, Any] = {}
+    located: dict[str, str] = {}  # field -> where its value came from
     for key, value in values.items():
         name = key.replace("-", "_")
         at = COMMAND_LINE if key in flags else where
@@ -283,18 +386,27 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config", fl
         if name not in fields:
             valid = sorted(flag_name(n) for n in fields)
             raise bad_key(at, key, f"unknown key '{key}'{did_you_mean(flag_name(name), valid)}; valid keys: {', '.join(valid)}")
-        v = _coerce(name, value, hints[name], at)
+        rng = fields[name].metadata.get("range")
+        try:
+            v = _coerce(name, value, hints[name], at)
+        except BadInput as e:  # not a (finite) number: say which numbers are
+            if rng is None:
+                raise
+            raise BadInput(f"{e.message} (allowed: {rng.text()})", path=e.path, position=e.position) from None
         choices = fields[name].metadata.get("choices")
         if choices and v is not None:
             for item in (v if isinstance(v, list) else [v]):
                 if item not in choices:
                     raise bad_key(at, key, f"bad value for {key_ref(name, at)}: {item!r}{did_you_mean(str(item), choices)} "
                                         f"(choose from {', '.join(choices)})")
+        check_value(name, v, fields[name], at)
         kwargs[name] = v
+        located[name] = at
     try:
         cfg = cls(**kwargs)
     except TypeError as e:
         raise BadInput(f"incomplete config: {e}", path=where) from None
+    check_config(cfg, where, located)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         try:
@@ -307,16 +419,11 @@ def from_dict(cls: type[T], values: dict[str, Any], *, where: str = "config", fl
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
+    """A --config file or a recipe: the bounded TOML reader (`textfile.toml_file`)."""
     path = Path(path)
     if not path.is_file():
         raise BadInput("no such config file", path=path)
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"invalid TOML ({e})", path=path) from None
-    except UnicodeDecodeError as e:
-        raise BadInput(f"config is not UTF-8 ({e})", path=path) from None
+    return textfile.toml_file(path)
 
 
 def build(cls: type[T], config_file: str | Path | None, overrides: dict[str, Any]) -> T:

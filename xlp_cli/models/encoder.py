@@ -23,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from xlp_cli.artifacts import special_ids
+from xlp_cli.core.config import opt
 from xlp_cli.models.blocks import Block
 from xlp_cli.models.encoding_registry import ENCODINGS
 from xlp_cli.models.encodings import build_encoding, expand_langs, extend_langs, extend_pad_mask, extend_positions
@@ -35,13 +36,14 @@ class ModelConfig(PresetConfig):
     langs: list[str] = field(default_factory=list)
     lang_encoding: str = "additive"  # a bare config is XLM's model; stages pass theirs (DEFAULT_ENCODING: xlp)
     encoding_options: dict[str, Any] = field(default_factory=dict)
-    n_layers: int = 2
-    d_model: int = 32
-    n_heads: int = 2
-    d_ff: int = 64
-    n_positions: int = 520
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
+    # the shape's valid ranges, checked where a model config is read (model.json, an HF config.json, a preset)
+    n_layers: int = opt(2, lo=1, hi=256)
+    d_model: int = opt(32, lo=1, hi=1 << 16)
+    n_heads: int = opt(2, lo=1, hi=1024, divides="d_model")
+    d_ff: int = opt(64, lo=1, hi=1 << 18)
+    n_positions: int = opt(520, lo=1, hi=1 << 17)
+    dropout: float = opt(0.1, lo=0, lt=1)
+    attention_dropout: float = opt(0.1, lo=0, lt=1)
     pre_ln: bool = False
     cross_attention: bool = False   # VECO: a plug-and-play cross-attention sub-layer in every layer (veco.py)
     pad_index: int = special_ids.PAD

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from xlp_cli.core.config import Section, opt
+from xlp_cli.core.config import CODES_MAX, Section, opt
 from xlp_cli.core.errors import BadInput
 
 
@@ -37,7 +37,7 @@ class XlpOptions:
 class VleOptions:
     vle_style: str = opt("adding", "VLE: add E_V at every position (adding) or prepend it as a token (padding).",
                          choices=("adding", "padding"))
-    vle_k: int = opt(100, "VLE: size K of each language's vocabulary Voc_l (a key of vle_vocab.json).")
+    vle_k: int = opt(100, "VLE: size K of each language's vocabulary Voc_l (a key of vle_vocab.json).", lo=1, hi=CODES_MAX)
 
     def check(self) -> None:
         if self.vle_k <= 0:

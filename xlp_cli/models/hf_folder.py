@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from xlp_cli.core.config import check_config
 from xlp_cli.core.errors import BadInput
 from xlp_cli.core.textfile import json_object
 from xlp_cli.models.encoder import ModelConfig, TransformerEncoder
@@ -118,6 +119,7 @@ def _xlm(conf: dict[str, Any], src: dict[str, torch.Tensor], folder: Path) -> tu
                       n_positions=int(conf.get("max_position_embeddings", 512)),
                       dropout=float(conf.get("dropout", 0.1)), attention_dropout=float(conf.get("attention_dropout", 0.1)),
                       pad_index=int(conf.get("pad_index", conf.get("pad_token_id", 2))))
+    check_config(cfg, str(folder / CONFIG))  # the shape inside its declared ranges (n_heads divides emb_dim)
     out = {"embed.weight": src.pop("embeddings.weight", None), "pos_embed.weight": src.pop("position_embeddings.weight", None),
            "ln_emb.weight": src.pop("layer_norm_emb.weight", None), "ln_emb.bias": src.pop("layer_norm_emb.bias", None),
            "pred_bias": src.pop("pred_layer.proj.bias", None)}
@@ -149,6 +151,7 @@ def _xlp(conf: dict[str, Any], src: dict[str, torch.Tensor], folder: Path) -> tu
                       **{k: _need(conf, k, folder) for k in ("n_layers", "d_model", "n_heads", "d_ff", "n_positions")},
                       dropout=float(conf.get("dropout", 0.1)), attention_dropout=float(conf.get("attention_dropout", 0.1)),
                       pre_ln=bool(conf.get("pre_ln", False)), pad_index=int(conf.get("pad_token_id", 2)))
+    check_config(cfg, str(folder / CONFIG))  # the shape inside its declared ranges (n_heads divides d_model)
     return cfg, {k.removeprefix("xlp."): v for k, v in src.items()}
 
 

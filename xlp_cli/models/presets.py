@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from xlp_cli.core.config import check_config
 from xlp_cli.core.errors import BadInput
 
 
@@ -25,7 +26,9 @@ class PresetConfig:
         if name not in cls.PRESETS:
             raise BadInput(f"unknown model preset {name!r} (choose from {', '.join(cls.PRESETS)})")
         values = {**cls.PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}}
-        return cls(**values, **({cls.PRESET_FIELD: name} if cls.PRESET_FIELD else {}))
+        cfg = cls(**values, **({cls.PRESET_FIELD: name} if cls.PRESET_FIELD else {}))
+        check_config(cfg)
+        return cfg
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
@@ -33,7 +36,9 @@ class PresetConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Any:
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in d.items() if k in names})
+        cfg = cls(**{k: v for k, v in d.items() if k in names})
+        check_config(cfg, "model config")  # the declared ranges (a damaged or hand-made model.json)
+        return cfg
 
 ENCODER_PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(n_layers=2, d_model=32, n_heads=2, d_ff=64, n_positions=272),

@@ -84,6 +84,8 @@ class SourceOptions:
     defer_pages: bool = False  # a source may yield RawPage (set by the pipeline, which expands them in workers)
     unpair_keep: frozenset[int] | None = None  # --unpair: the sentences to keep (sentence_groups.unpair_plan)
     split_plan: dict[int, int] | None = None  # --split-by sentences: sentence key -> split value (sentence_groups)
+    max_expansion: float = 200.0  # bounded decompression (sources/compressed.py): --max-expansion
+    max_member_bytes: int = 64 << 30  # --max-member-bytes
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ How the work is cut, run and resumed (docs/prepare.md, "Engines and splits" and 
   filtered, and written as chunk files `OUT/.work/chunk-SSSSSS-KKKKKK.parquet` (workdir.py).
 - The main process takes the chunks in stream order (split by split): it reports their problems (ledger.py)
   and gives them to the engine's finalizer: exact de-duplication, split by content hash with the valid/test
-  caps, `--max-records`, shards `OUT/<split>/<lang or l1-l2>/part-NNNNN.parquet`. `--workers 1`: the
+  caps, `--max-records`, shards `OUT/<mono|pairs>/<split>/<lang or l1-l2>/part-NNNNN.parquet`. `--workers 1`: the
   Finalizer (finalize.py), in order; `--workers N` and Ray: hash partitions de-duplicate in parallel, the caps
   and shards are planned from their counts, and N threads or Ray tasks write the shards (partitioned.py,
   finalize_ray.py; partitions.py, shard_plan.py, shard_writer.py). The rows of each shard are in stream
@@ -69,7 +69,7 @@ from xlp_cli.prepare.splits import folder_ok, split_bytes
 STAGE = "prepare"
 _WORK = ".work"
 _STAGED = "ids"  # OUT/.work/ids: the id shards made along the text shards (bpe/alongside.py)
-OWNS = ("train", "valid", "test", _WORK, "bpe", "ids", "downloads")  # what xlp prepare writes in OUT (outdir.py)
+OWNS = ("mono", "pairs", "train", "valid", "test", _WORK, "bpe", "ids", "downloads")  # what xlp prepare writes in OUT (outdir.py)
 
 
 # ---------------------------------------------------------------- config
@@ -113,6 +113,8 @@ def run(cfg: PrepareConfig) -> dict[str, Any]:
     config = output_config(cfg)
     if cfg.bpe_from is not None and not Path(cfg.bpe_from).exists():
         raise BadInput("no such BPE codes file or `xlp bpe learn` folder", path=cfg.bpe_from)
+    if cfg.bpe_from is not None:  # what the BPE step reads, checked before the first file goes to --out
+        bpe_run.check_source(Path(cfg.bpe_from))
     inputs = [] if cfg.download else _inputs(cfg)  # a missing path is reported before anything is written
     prev = outdir.guard_out_dir(out, STAGE, config, force=cfg.force, owns=OWNS,
                                 on_locked=lambda: _forget_config_if_nothing_done(out))
@@ -213,7 +215,7 @@ def _forget_config_if_nothing_done(out: Path) -> None:
         return
     # chunk files after a gap are not kept work (a worker may finish a later chunk before the chunk whose
     # error stopped the run); a rerun removes them
-    if workdir.has_work(out / _WORK) or any(out.glob("*/*/part-*.parquet")):
+    if workdir.has_work(out / _WORK) or any(out.glob("*/*/*/part-*.parquet")) or any(out.glob("*/*/part-*.parquet")):
         return
     marker.unlink()
 
@@ -255,7 +257,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
 
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
-                         defer_pages=True)
+                         defer_pages=True, max_expansion=cfg.max_expansion, max_member_bytes=cfg.max_member_bytes)
     size, plan = workdir.load_plan(work, cfg.chunk_size, lambda: plan_splits(cfg.source, inputs, opts, cfg.split_size))
     if cfg.unpair:  # a first read of the splits groups the pairs; its problems are reported by the real read
         opts.unpair_keep = unpair_plan(r for split in plan for r in read_split(split, opts, CollectedErrors("skip")))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from xlp_cli.core import ui
+from xlp_cli.core import textfile, ui
 from xlp_cli.evaluate.run import print_summary as eval_summary
 
 
@@ -19,7 +18,7 @@ def xnli_summary_from_disk(out: Path) -> dict[str, Any] | None:
     path = out / "results.json"
     if not path.is_file():
         return None
-    res = json.loads(path.read_text(encoding="utf-8"))
+    res = textfile.json_object(path)
     return {"task": "xnli", "title": "XNLI comparison: " + " vs ".join(res.get("runs", {})), "scores": res,
             "report_html": str(out / "report.html"), "report_md": str(out / "report.md"), "results": str(path)}
 

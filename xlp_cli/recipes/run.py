@@ -31,7 +31,7 @@ from xlp_cli import stages
 from xlp_cli.artifacts import staging, uris
 from xlp_cli.artifacts.manifest import try_read_manifest
 from xlp_cli.core import config as cfgmod, ui
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import THREADS_MAX, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.recipes import catalog_task as recipe_tasks, jobs as recipe_jobs, report as recipe_report
 from xlp_cli.tasks import TASKS
@@ -50,7 +50,7 @@ class RunConfig:
     force: bool = opt(False, "Pass --force to every stage that runs (folders of another config start over).")
     dry_run: bool = opt(False, "Print the plan (stage, folder, done or to run) and stop.")
     jobs: int = opt(1, "Run up to this many independent stages at once, each in its own process, its progress in "
-                       "ROOT/logs/STAGE.log (keep jobs x each stage's threads at most the cores). Same outputs as 1.")
+                       "ROOT/logs/STAGE.log (keep jobs x each stage's threads at most the cores). Same outputs as 1.", lo=1, hi=THREADS_MAX)
 
     def validate(self) -> None:
         if len(self.recipe) != 1:

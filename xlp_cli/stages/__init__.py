@@ -83,7 +83,7 @@ STAGES: dict[str, Stage] = {
                       "xlp evaluate --task claims --data ft/additive --data ft/xlp --name additive,xlp --out out/claims",
                       "xlp_cli.evaluate.run:print_summary"),
     "export": Stage(("export",), "xlp_cli.export.config:ExportConfig", "xlp_cli.export.run:run", "export",
-                    "Export a pre-trained run as a Hugging Face transformers folder (config.json, weights, tokenizer.json).",
+                    "Export a pre-trained run as a Hugging Face transformers folder (config.json, weights, tokenizers).",
                     "xlp export --format hf runs/xlp hf/xlp", in_recipes=False),
     "run": Stage(("run",), "xlp_cli.recipes.run:RunConfig", "xlp_cli.recipes.run:run", None,
                  "Run a TOML recipe: prepare -> bpe -> vocab-score -> pretrain -> finetune -> evaluate, skipping finished stages.",

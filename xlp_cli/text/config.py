@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import THREADS_MAX, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.text.langs import is_known
 
@@ -23,10 +23,10 @@ class TextConfig:
                         choices=TOKENIZE_MODES)
     lowercase: str = opt("safe", "xlm (lowercase_and_remove_accent.py), safe (keeps Thai/Devanagari/Arabic marks) or none.",
                          choices=LOWERCASE_MODES)
-    workers: int = opt(2, "Threads processing blocks of lines (the output does not depend on it).", volatile=True)
+    workers: int = opt(2, "Threads processing blocks of lines (the output does not depend on it).", volatile=True, lo=1, hi=THREADS_MAX)
     on_error: str = opt("raise", "A bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) or skip "
                         "(write an empty line, count it).", choices=("raise", "skip"))
-    max_line_bytes: int = opt(100_000, "Longest line accepted, in bytes (0: no limit).")
+    max_line_bytes: int = opt(100_000, "Longest line accepted, in bytes (0: no limit).", lo=0, hi=1 << 30)
 
     def validate(self) -> None:
         if not self.lang:

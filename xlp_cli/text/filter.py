@@ -53,7 +53,7 @@ def run(cfg: TextConfig) -> dict[str, Any]:
     lines = skipped = 0
     examples: list[str] = []
     name = streams.display(src)
-    with streams.open_input(src) as f, streams.output(dst) as w:
+    with streams.open_input(src) as f, streams.output(dst, inputs=[src]) as w:
         for first, n, out, problems in streams.ordered(work, streams.blocks(f, max_line=cfg.max_line_bytes), cfg.workers):
             if problems and cfg.on_error == "raise":
                 raise BadInput(problems[0][1], path=name, position=first + problems[0][0])

@@ -4,8 +4,9 @@
 - `blocks(f)`: (number of the first line, a block of whole lines) from a binary stream, ~1 MiB at a time.
 - `ordered(fn, items, workers)`: fn over the items in `workers` threads (the native code releases the GIL),
   results in input order, at most 2 x workers blocks in memory.
-- `output(name)`: a binary stream for OUTPUT, written to a temporary file and renamed when complete, so a
-  failed run leaves no half-written file (stdout is written as it goes).
+- `output(name, inputs)`: a binary stream for OUTPUT (artifacts/safe_output.py): a file is written to a temporary
+  file and renamed when complete, so a failed run leaves no half-written file; a FIFO or device is written in
+  place, stdout as it goes; a folder, /proc, /sys or an input is refused.
 - `finish(summary, ...)`: when the text went to stdout, nothing else may: skipped lines are reported on
   stderr and the command ends there, without the summary (or --json) the CLI would print on stdout.
 """
@@ -13,13 +14,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, TypeVar
 
+from xlp_cli.artifacts import safe_output
 from xlp_cli.core.errors import BadInput
 
 T = TypeVar("T")
@@ -38,6 +39,9 @@ def resolve(args: list[str], command: str) -> tuple[str, str]:
         raise BadInput("no such file", path=src)
     if src != STDIO and dst != STDIO and Path(src).resolve() == Path(dst).resolve():
         raise BadInput("OUTPUT is the INPUT file; write to another file", path=dst)
+    safe_output.check_output(dst, [src] if src != STDIO else [], flag="OUTPUT")  # before any work
+    if dst == STDIO and (why := safe_output.stdout_problem()):
+        raise BadInput(why)
     if src == STDIO and sys.stdin is not None and sys.stdin.isatty():
         raise BadInput(f"{command} reads text lines: give INPUT or pipe them in (`{command} ... < in > out`)")
     return src, dst
@@ -56,20 +60,10 @@ def open_input(name: str) -> Iterator[BinaryIO]:
         yield f
 
 
-@contextlib.contextmanager
-def output(name: str) -> Iterator[BinaryIO]:
-    if name == STDIO:
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    path = Path(name)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            yield f
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def output(name: str, inputs: Iterable[str] = ()) -> contextlib.AbstractContextManager[BinaryIO]:
+    """OUTPUT through the one safe-output function (artifacts/safe_output.py): a regular file atomically, a FIFO
+    or device in place, stdout as it goes; folders, kernel file systems and the inputs refused."""
+    return safe_output.output_stream(name, inputs=[i for i in inputs if i != STDIO], flag="OUTPUT")
 
 
 def blocks(f: BinaryIO, size: int = BLOCK, max_line: int = 0) -> Iterator[tuple[int, bytes]]:

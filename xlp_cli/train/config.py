@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from xlp_cli.core import config as cfgmod
-from xlp_cli.core.config import FORCE_HELP, Default, defaults, opt
+from xlp_cli.core.config import (
+    BATCH_MAX, Default, FORCE_HELP, Range, SEED_MAX, STEPS_MAX, THREADS_MAX, TOKENS_MAX, defaults, opt)
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
 from xlp_cli.train.objectives import PRETRAIN_OBJECTIVES
-from xlp_cli.train.sections import Adam, Optimizer, Precision
+from xlp_cli.train.sections import Adam, Optimizer, Precision, Tracking
 
 
 AUTO_PRESET = "auto"
@@ -52,56 +53,57 @@ def warmup_for(max_steps: int) -> int:
 
 @dataclasses.dataclass
 @defaults(warmup=Default(AUTO_WARMUP, "Linear warm-up steps, then inverse square root decay (0: a constant learning "
-                                      "rate). -1: min(16000, the paper's, and 10% of --max-steps)."),
+                                      "rate). -1: min(16000, the paper's, and 10% of --max-steps).",
+                                      range=Range(lo=AUTO_WARMUP, hi=STEPS_MAX)),
           weight_decay=Default(1e-4, "Decoupled weight decay (AdamW, as fairseq's Adam)."),
           clip_norm=Default(help="Clip the gradient norm to this (0: no clipping)."),
           amp=Default(help="Mixed precision on GPU (auto: bf16 if supported, else fp16; CPU: none)."))
-class PretrainConfig(Optimizer, Adam, Precision, EncodingFlags):
+class PretrainConfig(Optimizer, Adam, Precision, Tracking, EncodingFlags):
     data: list[Path] = opt(factory=list, help="Input folders: the `xlp bpe apply` output (ids + dict.txt) and, for VLE, the `xlp vocab-score` output; upstream manifests are followed.")
     out: Path = opt(Path("out/pretrain"), "Run folder (checkpoints, metrics, manifest).")
     lang: list[str] = opt(factory=list, help="Languages, comma list (order = language index). Empty: every language with train data.")
     preset: str = opt(AUTO_PRESET, "Model size preset: auto = xlm15 (the XLP paper's Table 6 model) on a GPU, cpu "
                                    "(2 layers, d 64: minutes) on a CPU; tiny, cpu, small, xlm15. The fields below "
                                    "override it.", choices=(AUTO_PRESET, *ENCODER_PRESETS))
-    n_layers: int = opt(0, "Override the preset's number of layers (0: keep).")
-    d_model: int = opt(0, "Override the preset's hidden size (0: keep).")
-    n_heads: int = opt(0, "Override the preset's attention heads (0: keep).")
-    d_ff: int = opt(0, "Override the preset's feed-forward size (0: keep).")
+    n_layers: int = opt(0, "Override the preset's number of layers (0: keep).", lo=0, hi=256)
+    d_model: int = opt(0, "Override the preset's hidden size (0: keep).", lo=0, hi=1 << 16)
+    n_heads: int = opt(0, "Override the preset's attention heads (0: keep).", lo=0, hi=1024, divides="d_model")
+    d_ff: int = opt(0, "Override the preset's feed-forward size (0: keep).", lo=0, hi=1 << 18)
     pre_ln: bool = opt(False, "Pre-LayerNorm Transformer layers (default post-LN, as XLM).")
     objective: str = opt("mlm", "Training objective: MLM on monolingual streams, TLM on parallel pairs, or both (alternating steps).", choices=tuple(PRETRAIN_OBJECTIVES))
     bptt: int = opt(0, "Tokens per stream window (MLM); TLM pairs are cut to bptt/2 per side; MASS sentences to bptt. "
                        "0: the preset's (the paper's 256; cpu: 64). Longer than every language's valid split: lowered "
-                       "to what the data allows, with a notice.")
+                       "to what the data allows, with a notice.", lo=0, hi=TOKENS_MAX)
     batch_size: int = opt(0, "Windows (or pairs, or MASS sentences) per micro-batch per data slot (= per process by "
-                             "default). 0: the preset's (the paper's 64; cpu: 32).")
+                             "default). 0: the preset's (the paper's 64; cpu: 32).", lo=0, hi=BATCH_MAX)
     data_slots: int = opt(0, "Read each global batch as this many parts, each process reading only its own "
                              "share of the row groups (0: one per process). A 1-process run with the same "
-                             "value replays a multi-process run's batches; a resumed run keeps its slots; MLM/TLM only).")
+                             "value replays a multi-process run's batches; a resumed run keeps its slots; MLM/TLM only).", lo=0, hi=THREADS_MAX)
     accumulate: int = opt(0, "Micro-batches per optimizer step (gradient accumulation). 0: the preset's (the paper's "
-                             "4; cpu: 1).")
+                             "4; cpu: 1).", lo=0, hi=10**4)
     max_steps: int = opt(0, "Optimizer steps to train for (a resumed run continues up to this). 0: the preset's (the "
-                            "paper's 750000; cpu: 500).", resumable=True)
-    lr: float = opt(0.0, "Peak learning rate. 0: the preset's (the paper's 1e-4; cpu: 1e-3).")
-    dropout: float = opt(0.1, "Dropout.")
-    attention_dropout: float = opt(0.1, "Attention dropout.")
-    word_pred: float = opt(0.15, "Share of tokens to predict (MLM/TLM).")
+                            "paper's 750000; cpu: 500).", resumable=True, lo=0, hi=STEPS_MAX)
+    lr: float = opt(0.0, "Peak learning rate. 0: the preset's (the paper's 1e-4; cpu: 1e-3).", lo=0, hi=10)
+    dropout: float = opt(0.1, "Dropout.", lo=0, lt=1)
+    attention_dropout: float = opt(0.1, "Attention dropout.", lo=0, lt=1)
+    word_pred: float = opt(0.15, "Share of tokens to predict (MLM/TLM).", gt=0, lt=1)
     pair_word_pred: float = opt(0.25, "CA-MLM on parallel pairs (--objective ca-mlm, tlm+ca-mlm): share of tokens to "
-                                      "predict (VECO Table 8: 25% of bilingual tokens; mlm+ca-mlm keeps --word-pred).")
-    mask_probs: list[float] = opt(factory=lambda: [0.8, 0.1, 0.1], help="Of the predicted tokens: share masked, kept, replaced by a random token.")
-    word_mass: float = opt(0.5, "MASS: the masked span's share of the sentence (one contiguous span; the decoder predicts it).")
-    sample_alpha: float = opt(0.0, "XLM frequency smoothing of which tokens to mask: P(mask x) ~ count(x)^-alpha (0: uniform).")
-    lang_alpha: float = opt(0.7, "Language sampling: p_l ~ n_l^alpha.")
-    seed: int = opt(0, "Random seed (data order, masking, dropout, init).")
+                                      "predict (VECO Table 8: 25% of bilingual tokens; mlm+ca-mlm keeps --word-pred).", gt=0, lt=1)
+    mask_probs: list[float] = opt(factory=lambda: [0.8, 0.1, 0.1], help="Of the predicted tokens: share masked, kept, replaced by a random token.", lo=0, hi=1)
+    word_mass: float = opt(0.5, "MASS: the masked span's share of the sentence (one contiguous span; the decoder predicts it).", gt=0, hi=1)
+    sample_alpha: float = opt(0.0, "XLM frequency smoothing of which tokens to mask: P(mask x) ~ count(x)^-alpha (0: uniform).", lo=0, hi=1)
+    lang_alpha: float = opt(0.7, "Language sampling: p_l ~ n_l^alpha.", lo=0, hi=1)
+    seed: int = opt(0, "Random seed (data order, masking, dropout, init).", lo=0, hi=SEED_MAX)
     eval_every: int = opt(0, "Validate (and checkpoint) every N steps. 0: the preset's (the paper's 2000; cpu: 250).",
-                          resumable=True)
-    eval_batches: int = opt(20, "Validation micro-batches per language.", resumable=True)
-    log_every: int = opt(10, "Write a train line to metrics.jsonl every N steps.", volatile=True)
+                          resumable=True, lo=0, hi=STEPS_MAX)
+    eval_batches: int = opt(20, "Validation micro-batches per language.", resumable=True, lo=1, hi=10**6)
+    log_every: int = opt(10, "Write a train line to metrics.jsonl every N steps.", volatile=True, lo=1, hi=STEPS_MAX)
     compile: str = opt("auto", "torch.compile the model: auto (on for CUDA, off on CPU), on or off. A failed compile "
                                "falls back to eager with one line.", choices=("auto", "on", "off"), volatile=True)
-    prefetch: int = opt(2, "Steps of batches built ahead in a background thread (0: between steps).", volatile=True)
+    prefetch: int = opt(2, "Steps of batches built ahead in a background thread (0: between steps).", volatile=True, lo=0, hi=64)
     device: str = opt("auto", "auto, cpu, cuda or cuda:N (under torchrun each process uses its LOCAL_RANK GPU).", volatile=True)
     num_threads: int = opt(0, "CPU threads for torch (0: torch's default; 1 for the cpu preset on a CPU).",
-                           volatile=True)
+                           volatile=True, lo=0, hi=THREADS_MAX)
     resume: bool = opt(False, "Require an existing checkpoint in --out and continue it (a rerun with the same config resumes anyway).", volatile=True)
     force: bool = opt(False, FORCE_HELP, volatile=True)
 
@@ -135,6 +137,14 @@ class PretrainConfig(Optimizer, Adam, Precision, EncodingFlags):
             raise BadInput("--bptt must be at least 8")
         if not self.data:
             raise BadInput("--data is required: the output folder of `xlp bpe apply` (and `xlp vocab-score` for VLE)")
+        if self.preset != AUTO_PRESET:
+            self.check_shape(self.preset)
+
+    def check_shape(self, preset: str) -> None:
+        """The model's shape, the preset's with this config's overrides, inside the declared ranges (--n-heads
+        divides --d-model): a one-line error before any file is written."""
+        shape = {k: getattr(self, k) or ENCODER_PRESETS[preset][k] for k in ("n_layers", "d_model", "n_heads", "d_ff")}
+        cfgmod.check_config(dataclasses.replace(self, **shape))
 
     def unresolved(self) -> set[str]:
         """Flag names still at their automatic value (`resolved` fills them in on the run's device)."""
@@ -154,9 +164,11 @@ class PretrainConfig(Optimizer, Adam, Precision, EncodingFlags):
         run = RUNS.get(preset, PAPER_RUN)
         values = {name: getattr(self, name) or run[name] for name in PAPER_RUN}
         cfg = dataclasses.replace(self, preset=preset, **values)
+        cfg.check_shape(preset)
         if self.warmup == AUTO_WARMUP:
             continued = self._continued_warmup(cfg, previous)
             cfg = dataclasses.replace(cfg, warmup=warmup_for(cfg.max_steps) if continued is None else continued)
+            cfgmod.check_config(cfg)  # (a warm-up kept from the run folder's recorded config: inside its range too)
         auto = self.unresolved()
         if self.num_threads == 0 and preset == "cpu" and device_type == "cpu":
             # its small matrices gain nothing from more threads, and on a shared machine they lose (2 cores, load 4:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -98,9 +97,9 @@ def run(cfg: PretrainConfig) -> dict[str, Any]:
     rt.barrier()
     try:
         return _train(cfg, inp, rt, run_dir)
-    except BadInput:
+    except BaseException:  # refused, out of memory or interrupted before its first checkpoint
         if rt.main and fresh and ckpt.read_meta(run_dir / "checkpoints" / "last") is None:
-            outdir.unclaim(run_dir, OWNS)  # refused before it trained: the folder is not this config's
+            outdir.unclaim(run_dir, OWNS)  # nothing to resume: the folder is not this config's
         raise
 
 
@@ -115,8 +114,11 @@ def _train(cfg: PretrainConfig, inp: PretrainInputs, rt: Runtime, run_dir: Path)
     model = build_model(cfg, inp, rt.device)
     mcfg = model.config
     if resuming and (run_dir / ckpt.CONFIG).is_file():
-        recorded = {k: v for k, v in json.loads((run_dir / ckpt.CONFIG).read_text(encoding="utf-8")).items() if k != "kind"}
-        prev = type(mcfg).from_dict(recorded).to_dict()
+        recorded = {k: v for k, v in ckpt.read_config(run_dir).items() if k != "kind"}  # (bounded JSON)
+        try:
+            prev = type(mcfg).from_dict(recorded).to_dict()
+        except BadInput as e:  # a recorded value outside its declared range
+            raise BadInput(e.message, path=run_dir / ckpt.CONFIG) from None
         if prev != mcfg.to_dict():
             raise BadInput("resume with an incompatible model config (model.json differs); use another --out or --force",
                            path=run_dir / ckpt.CONFIG)

@@ -1,7 +1,7 @@
 """The source readers of `xlp prepare`, one module per format, input expansion and input splits.
 
 `SOURCES[name](inputs, opts, errors)` streams `Mono`/`Pair` records (see `records.py`). Modules are
-imported on first use, so `xlp --help` does not pay for mwparserfromhell, warcio or py3langid.
+imported on first use, so `xlp --help` does not pay for warcio or py3langid.
 
 A source module may also cut its input into splits that readers take independently (docs/prepare.md,
 "Engines and splits"): `plan(inputs, opts, split_size) -> list[Split]` and `read_split(split, opts, errors)`,
@@ -18,6 +18,7 @@ from typing import Iterator
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Record, Source, SourceOptions, Split
+from xlp_cli.prepare.sources import compressed
 
 # The one table of sources: each name is `--source NAME` and the module `xlp_cli.prepare.sources.NAME`.
 NAMES = ("wikipedia", "commoncrawl", "opus", "text", "gettext")
@@ -39,14 +40,21 @@ SOURCES: dict[str, Source] = {name: _lazy(name) for name in NAMES}
 def plan_splits(source: str, inputs: list[Path], opts: SourceOptions, split_size: int) -> list[Split]:
     """The splits of the input, in order (one "stream" split where the source cannot cut its input)."""
     mod = importlib.import_module(f"{__name__}.{source}")
+    _limits(opts)
     if opts.max_records or not hasattr(mod, "plan"):
         return [Split(source, "stream", [str(p) for p in inputs])]
     return mod.plan(inputs, opts, split_size)
 
 
+def _limits(opts: SourceOptions) -> None:
+    """This process's decompression limits from the options (every engine's reader comes through here)."""
+    compressed.configure(opts.max_expansion, opts.max_member_bytes)
+
+
 def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterator[Record]:
     """The records of one split, in order (a generator whose return value is the split's facts, or None)."""
     mod = importlib.import_module(f"{__name__}.{split.source}")
+    _limits(opts)
     if split.kind == "stream":
         return (yield from mod.read([Path(p) for p in split.paths], opts, errors))
     return (yield from mod.read_split(split, opts, errors))

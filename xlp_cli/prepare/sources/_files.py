@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bz2
 import gzip
 import lzma
 import os
@@ -14,6 +13,7 @@ from typing import Any, BinaryIO, Iterator
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy
+from xlp_cli.prepare.sources import compressed
 
 _MAGIC = (
     (b"\x1f\x8b", "gz"),
@@ -60,42 +60,13 @@ def bytes_read(paths: list[str], start: int = 0) -> int | None:
     return sum(os.path.getsize(p) for p in paths[:i]) + pos - start
 
 
-class _ClosesRaw:
-    """Mixin: a decompressing reader that closes the raw file it was given (the tracked one) when it closes."""
-
-    raw_file: Any = None
-
-    def close(self) -> None:
-        try:
-            super().close()  # type: ignore[misc]
-        finally:
-            if self.raw_file is not None:
-                self.raw_file.close()
-
-
-class _Gzip(_ClosesRaw, gzip.GzipFile):
-    pass
-
-
-class _Bz2(_ClosesRaw, bz2.BZ2File):
-    pass
-
-
-class _Xz(_ClosesRaw, lzma.LZMAFile):
-    pass
-
-
 def open_binary(path: Path) -> BinaryIO:
-    """A buffered binary stream of the decompressed content of `path` (its raw position tracked: `track`)."""
+    """A buffered binary stream of the decompressed content of `path` (its raw position tracked: `track`),
+    bounded and streamed (compressed.py: --max-expansion, --max-member-bytes, trailing garbage)."""
     try:
         kind = compression(path)
         raw = track(path, open(path, "rb", buffering=1 << 16))
-        # (the decompressing files buffer themselves, 8 KiB at a time, so a damaged stream loses little)
-        if not kind:
-            return raw
-        f = _Gzip(fileobj=raw, mode="rb") if kind == "gz" else (_Bz2 if kind == "bz2" else _Xz)(raw)
-        f.raw_file = raw
-        return f  # type: ignore[return-value]
+        return compressed.decompressed(raw, kind, str(path)) if kind else raw
     except OSError as e:
         raise BadInput(f"cannot open: {e.strerror or e}", path=path) from None
 
@@ -104,19 +75,60 @@ def archive_problem(e: BaseException) -> str:
     """A short description of a decompression failure."""
     if isinstance(e, EOFError):
         return "truncated compressed file (unexpected end of stream)"
+    if isinstance(e, compressed.TrailingGarbage):
+        return f"corrupt compressed file ({e})"
     return f"corrupt compressed file ({type(e).__name__}: {e})"
+
+
+# Archives and binary formats a text input may truly be (magic bytes at an offset of the file's first bytes).
+_ARCHIVES = ((0, b"PK\x03\x04", "a zip archive"), (257, b"ustar", "a tar archive"),
+             (0, b"7z\xbc\xaf\x27\x1c", "a 7z archive"), (0, b"Rar!\x1a\x07", "a RAR archive"),
+             (0, b"\x28\xb5\x2f\xfd", "a zstd-compressed file"), (0, b"%PDF-", "a PDF document"),
+             (0, b"PAR1", "a Parquet file"), (0, b"\x7fELF", "an executable"))
+NUL_IN_LINE = "NUL byte inside the line: a binary file, not UTF-8 text"
+
+
+def archive_problem_of(head: bytes) -> str | None:
+    """Why a file starting with `head` (its first line, or first 512 bytes) is an archive or binary format
+    rather than text, or None."""
+    for at, magic, what in _ARCHIVES:
+        if head[at:at + len(magic)] == magic:
+            hint = "extract it first" if "archive" in what else "give the text it holds"
+            return f"{what}, not text: {hint} (xlp reads plain, .gz, .bz2 and .xz text)"
+    return None
 
 
 def utf16_problem(first_line: bytes) -> str | None:
     """Why a file whose first line is `first_line` is UTF-16 rather than UTF-8 text, or None. UTF-16 of Latin,
     Cyrillic, Greek... text is valid UTF-8 byte by byte, with a NUL beside every character: read as UTF-8 and
-    cleaned it would become `w e a r e`, so it is refused. Real UTF-8 text has no NUL bytes."""
+    cleaned it would become `w e a r e`, so it is refused. Real UTF-8 text has no NUL bytes. An archive (a tar
+    file's NUL-padded header looks like UTF-16) is named as such first."""
+    if problem := archive_problem_of(first_line):
+        return problem
     if first_line.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "UTF-16 text (byte order mark); convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
     if len(first_line) >= 4 and first_line.count(0) * 4 >= len(first_line):
         return ("NUL bytes in every other position: UTF-16 text without a byte order mark, not UTF-8; convert it "
                 "(e.g. iconv -f UTF-16LE -t UTF-8)")
     return None
+
+
+MAX_LINE_BYTES = 16 << 20  # a longer "line" (a binary file, a bomb of one line) is a bad record, never held whole
+
+
+def bounded_lines(f: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of `f` with their line breaks; None for a line longer than MAX_LINE_BYTES (read past in
+    pieces, never held whole)."""
+    while raw := f.readline(MAX_LINE_BYTES + 1):
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+            continue
+        yield raw
+
+
+LONG_LINE = f"line longer than {MAX_LINE_BYTES >> 20} MiB: not a text line (a binary file?)"
 
 
 def iter_lines(path: Path, errors: ErrorPolicy) -> Iterator[tuple[int, str]]:
@@ -128,12 +140,18 @@ def iter_lines(path: Path, errors: ErrorPolicy) -> Iterator[tuple[int, str]]:
     n = 0
     with open_binary(path) as f:
         try:
-            for n, raw in enumerate(f, 1):
+            for n, raw in enumerate(bounded_lines(f), 1):
+                if raw is None:
+                    errors.bad(LONG_LINE, path=path, position=n)
+                    continue
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
                 if n == 1 and (problem := utf16_problem(raw)):
                     errors.bad(problem, path=path, position=1)  # (skipped: the whole file)
                     return
+                if b"\x00" in raw:
+                    errors.bad(NUL_IN_LINE, path=path, position=n)
+                    continue
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:

@@ -31,6 +31,7 @@ from xlp_cli.prepare.sources._files import (
     ARCHIVE_ERRORS,
     TolerantStream,
     archive_problem,
+    bounded_lines,
     compression,
     data_files,
     open_binary,
@@ -184,7 +185,7 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
     from warcio.exceptions import ArchiveLoadFailed
 
     done = 0  # records fully read
-    offset = 0
+    offset = resync = 0
     try:
         with open_binary(path) as raw:  # decompressed here: whole-file gzip, bz2 and xz work too
             head = raw.peek(6)[:6]
@@ -194,6 +195,10 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
             stream = TolerantStream(raw)
             it = ArchiveIterator(stream)
             for record in it:
+                if problem := _length_problem(record):  # (warcio reads such a record as empty, or to the end)
+                    errors.bad(f"{problem} (record {done + 1})", path=path)
+                    resync = done = done + 1  # (skipped: the rest is read by its WARC/1.x separator lines)
+                    break
                 text = _record_text(record)
                 offset = it.get_record_offset()  # (reads the record to its end: after the content)
                 if _cut_short(record):
@@ -206,9 +211,15 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
                 if text is not None:
                     uri = record.rec_headers.get_header("WARC-Target-URI") or f"offset {offset}"
                     yield uri, text
+        if resync:
+            yield from _resync(path, done, errors)
+            return
         if stream.error is None:
             return
         raise stream.error
+    except OverflowError:  # (warcio: a Content-Length beyond any file size)
+        errors.bad(f"{LENGTH_ABSURD} (record {done + 1})", path=path)
+        return
     except (ArchiveLoadFailed, *ARCHIVE_ERRORS, ValueError) as e:
         problem_exc = e
         if isinstance(e, ARCHIVE_ERRORS):
@@ -218,13 +229,45 @@ def _documents(path: Path, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
     if done > 0 and not isinstance(problem_exc, ARCHIVE_ERRORS):
         errors.warn(f"{path}: record {done + 1} does not match its Content-Length ({problem}); "
                     "read the rest by WARC/1.x separator lines")
-        for i, (headers, body) in enumerate(_split_plain_warc(path)):
-            if i < done or headers.get("warc-type") != "conversion":
-                continue
-            yield headers.get("warc-target-uri", f"record {i + 1}"), body
+        yield from _resync(path, done, errors)
         return
     errors.bad(f"not a readable WARC/WET file or cut inside a record ({problem})", path=path,
                position=f"byte {offset}" + (" (decompressed)" if compression(path) else ""))
+
+
+MAX_RECORD_BYTES = 256 << 20  # a larger Content-Length is absurd for a WET/WARC text record (CommonCrawl cuts at 1 MiB)
+LENGTH_ABSURD = f"Content-Length is absurd (more than {MAX_RECORD_BYTES:,} bytes); a damaged or forged record"
+
+
+def _length_problem_of(value: str | None) -> str | None:
+    """What is wrong with a record's Content-Length header value, or None."""
+    if value is None:
+        return "no Content-Length header"
+    value = value.strip()
+    if not re.fullmatch(r"[0-9]+", value):
+        kind = "negative" if re.fullmatch(r"-[0-9]+", value) else "not a number"
+        return f"Content-Length {value[:30]!r} is {kind}"
+    if len(value) > 12 or int(value) > MAX_RECORD_BYTES:
+        return LENGTH_ABSURD
+    return None
+
+
+def _length_problem(record) -> str | None:
+    return _length_problem_of(record.rec_headers.get_header("Content-Length"))
+
+
+def _resync(path: Path, done: int, errors: ErrorPolicy) -> Iterator[tuple[str, str]]:
+    """The conversion records after the first `done`, read by their WARC/1.x separator lines; a record whose
+    Content-Length is missing, negative, not a number or absurd is bad input (a counted skip)."""
+    for i, (headers, body) in enumerate(_split_plain_warc(path)):
+        if i < done:
+            continue
+        if problem := _length_problem_of(headers.get("content-length")):
+            errors.bad(f"{problem} (record {i + 1})", path=path)
+            continue
+        if headers.get("warc-type") != "conversion":
+            continue
+        yield headers.get("warc-target-uri", f"record {i + 1}"), body
 
 
 def _cut_short(record) -> bool:
@@ -242,8 +285,8 @@ def _split_plain_warc(path: Path) -> Iterator[tuple[dict[str, str], str]]:
     in_headers = False
     prev_blank = True
     with open_binary(path) as f:
-        for raw in f:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        for raw in bounded_lines(f):
+            line = (raw or b"").decode("utf-8", errors="replace").rstrip("\r\n")
             if prev_blank and re.fullmatch(r"WARC/1\.[01]", line):
                 if headers is not None:
                     yield headers, "\n".join(body).strip("\n")

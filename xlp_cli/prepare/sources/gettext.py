@@ -87,6 +87,11 @@ def find_catalogs(inputs: list[Path]) -> list[tuple[str, str, Path]]:
                 found.extend(_scan(p))
             elif p.suffix in (".mo", ".po"):
                 found.append((_locale_of(p), p))
+                if locale_lang(found[-1][0]) is None:  # (a catalog the user named is never passed over)
+                    raise BadInput(f"cannot tell the language of this catalog: {found[-1][0]!r} is not a locale "
+                                   "(name it LOCALE/LC_MESSAGES/DOMAIN.mo or LOCALE.po)", path=p)
+            else:
+                raise BadInput("not a gettext catalog (.mo or .po) or a folder of them", path=p)
     else:
         for root in DEFAULT_ROOTS:
             if root.is_dir():

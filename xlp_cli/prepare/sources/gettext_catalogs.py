@@ -29,6 +29,8 @@ def parse_mo(data: bytes, path: Path) -> Iterator[tuple[bytes, bytes]]:
     revision, count, orig_at, trans_at = struct.unpack(order + "4I", data[4:20])
     if revision >> 16 not in (0, 1):
         raise BadInput(f"unsupported .mo major revision {revision >> 16}", path=path, position="byte 4")
+    if count == 0:
+        raise BadInput("empty .mo catalog: no entries, not even the header entry", path=path, position="byte 8")
     size = len(data)
     for name, at in (("original", orig_at), ("translation", trans_at)):
         if at + 8 * count > size:
@@ -41,6 +43,9 @@ def parse_mo(data: bytes, path: Path) -> Iterator[tuple[bytes, bytes]]:
             if offset + length > size:
                 raise BadInput(f"corrupt .mo catalog: entry {i} points to bytes {offset}..{offset + length}, past "
                                f"the end of the file ({size} bytes)", path=path, position=f"byte {entry_at}")
+            if offset < 28 or data[offset + length:offset + length + 1] != b"\0":  # (msgfmt ends each with NUL)
+                raise BadInput(f"corrupt .mo catalog: entry {i} (bytes {offset}..{offset + length}) is not a "
+                               "NUL-terminated string of the string area", path=path, position=f"byte {entry_at}")
         yield data[oo:oo + ol], data[to:to + tl]
 
 

@@ -18,8 +18,8 @@ Formats (recognised by content, not by name):
   Tokenized `<w>` sentences are detokenized with the Moses detokenizer of their language so `raw` is text.
   Sentence XML that no alignment uses is read as Mono (the language from a path part such as
   `xml/en/...`, else `xml:lang`, else a single `--lang`).
-- Zip (OPUS releases): members are read in memory, never extracted; a member name with `..` or an
-  absolute path is refused. Members are treated as the files above.
+- Zip (OPUS releases): members are streamed (bounded: compressed.py), never extracted; a member name with `..`
+  or an absolute path, an encrypted member and an unknown compression method are refused. Members are treated as the files above.
 
 Pairs keep the direction of the data (l1 -> l2 of the name/alignment). With `--mono-from-parallel`
 each side is also yielded as a Mono. Language codes are kept as written (the pipeline validates them);

@@ -1,9 +1,9 @@
-"""OPUS inputs: files and members of release zips (read in memory, never extracted; `..` and absolute member
-names refused), and what each holds (Moses text, TMX, XCES sentences or alignments), by content."""
+"""OPUS inputs: files and members of release zips (streamed, bounded by compressed.py, never extracted; `..` and
+absolute member names, encrypted members and unknown methods refused), and what each holds (Moses text, TMX,
+XCES sentences or alignments), by content."""
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 import zipfile
@@ -13,6 +13,7 @@ from typing import Callable
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy
+from xlp_cli.prepare.sources import compressed
 from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem, is_documentation, open_binary
 
 NAME = "opus"
@@ -60,16 +61,12 @@ def items_of(path: Path, errors: ErrorPolicy) -> list[Item]:
             continue
         if is_documentation(name.rsplit("/", 1)[-1]):
             continue
-        out.append(Item(f"{path}!{name}", name, lambda zf=zf, name=name: _open_member(zf, name)))
+        if problem := compressed.member_problem(info):  # encrypted, an unknown method, over the limits
+            errors.bad(problem, path=path)
+            continue
+        out.append(Item(f"{path}!{name}", name,
+                        lambda zf=zf, info=info, name=name: compressed.member_stream(zf, info, f"{path}!{name}")))
     return out
-
-
-def _open_member(zf: zipfile.ZipFile, name: str) -> io.BufferedIOBase:
-    f = zf.open(name)
-    head = f.peek(2)[:2] if hasattr(f, "peek") else b""
-    if head == b"\x1f\x8b":
-        return io.BufferedReader(gzip.GzipFile(fileobj=f), 1 << 16)
-    return f
 
 
 def kind_of(item: Item) -> str:

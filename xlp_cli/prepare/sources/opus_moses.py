@@ -9,7 +9,8 @@ from typing import Iterator
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
-from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, NOT_LANGS, archive_problem
+from xlp_cli.prepare.sources._files import (ARCHIVE_ERRORS, LONG_LINE, NOT_LANGS, NUL_IN_LINE, archive_problem,
+                                            bounded_lines)
 from xlp_cli.prepare.sources.opus_items import NAME, Item
 
 _MOSES_OPUS = re.compile(r"^(?P<stem>.+)\.(?P<l1>[A-Za-z_]{2,8})-(?P<l2>[A-Za-z_]{2,8})\.(?P<lang>[A-Za-z_]{2,8})$")
@@ -72,11 +73,15 @@ def read_moses(a: Item, b: Item, la: str, lb: str, opts: SourceOptions, errors: 
     n = 0
     with a.open() as fa, b.open() as fb:
         try:
-            for n, (ra, rb) in enumerate(itertools.zip_longest(fa, fb), 1):
-                if ra is None or rb is None:
-                    short, other = (a, b) if ra is None else (b, a)
+            for n, (ra, rb) in enumerate(itertools.zip_longest(bounded_lines(fa), bounded_lines(fb), fillvalue=b""), 1):
+                if ra == b"" or rb == b"":
+                    short, other = (a, b) if ra == b"" else (b, a)
                     raise BadInput(f"parallel files differ in length: {short.name} ends at line {n - 1}, "
                                    f"{other.name} goes on (line {n})", path=other.name, position=n)
+                problem_a, problem_b = _line_problem(ra), _line_problem(rb)
+                if problem_a or problem_b:
+                    errors.bad(problem_a or problem_b, path=(a if problem_a else b).name, position=n)
+                    continue
                 try:
                     ta = ra.decode("utf-8").strip()
                     tb = rb.decode("utf-8").strip()
@@ -95,6 +100,13 @@ def read_moses(a: Item, b: Item, la: str, lb: str, opts: SourceOptions, errors: 
             errors.bad(archive_problem(e), path=f"{a.name} / {b.name}", position=n + 1)
     if n == 0:
         errors.bad("empty parallel files", path=f"{a.name} / {b.name}")
+
+
+def _line_problem(raw: bytes | None) -> str | None:
+    """A line too long to be text (None from bounded_lines) or holding a NUL byte; None for a fine one."""
+    if raw is None:
+        return LONG_LINE
+    return NUL_IN_LINE if b"\x00" in raw else None
 
 
 def _bad_utf8(raw: bytes) -> bool:

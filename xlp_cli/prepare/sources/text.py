@@ -16,7 +16,7 @@ from typing import Any, Iterator
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Mono, SourceOptions, Split
 from xlp_cli.prepare.sources import expand_inputs
-from xlp_cli.prepare.sources._files import compression, iter_lines, lang_from_name, track, utf16_problem
+from xlp_cli.prepare.sources._files import NUL_IN_LINE, compression, iter_lines, lang_from_name, track, utf16_problem
 from xlp_cli.text.langs import safe_folder_name
 
 NAME = "text"
@@ -120,7 +120,7 @@ _BLOCK = 1 << 18
 def _plain_tasks(path: Path, lang: str, errors: ErrorPolicy, whole: bool) -> Iterator[tuple]:
     got = n = 0
     with track(path, open(path, "rb", buffering=1 << 16)) as f:
-        pending = f.readline()  # the first line, checked as iter_lines checks it
+        pending = f.readline(1 << 20)  # the first line (its first MiB), checked as iter_lines checks it
         if pending.startswith(b"\xef\xbb\xbf"):
             pending = pending[3:]
         eof = False
@@ -135,10 +135,12 @@ def _plain_tasks(path: Path, lang: str, errors: ErrorPolicy, whole: bool) -> Ite
             block, pending = pending[:cut], pending[cut:]
             if not block:
                 continue
-            try:
-                lines: list[Any] = block.decode("utf-8").split("\n")
-            except UnicodeDecodeError:
-                lines = block.split(b"\n")  # decoded line by line below, to name the bad one
+            lines: list[Any] = block.split(b"\n")  # (bytes: decoded line by line below, to name a bad one)
+            if b"\x00" not in block:
+                try:
+                    lines = block.decode("utf-8").split("\n")
+                except UnicodeDecodeError:
+                    pass
             if not lines[-1]:
                 lines.pop()  # (after the block's last line break)
             if type(lines[0]) is str:
@@ -150,6 +152,9 @@ def _plain_tasks(path: Path, lang: str, errors: ErrorPolicy, whole: bool) -> Ite
                 continue
             for raw in lines:
                 n += 1
+                if b"\x00" in raw:
+                    errors.bad(NUL_IN_LINE, path=path, position=n)
+                    continue
                 try:
                     line = raw.decode("utf-8").strip()
                 except UnicodeDecodeError as e:
@@ -189,6 +194,9 @@ class _RangeLines:
                 if self.lines == 1 and (problem := utf16_problem(raw)):  # (each range checks its first line)
                     self.errors.bad(problem, path=self.path, position=1)
                     return
+                if b"\x00" in raw:
+                    self.errors.bad(NUL_IN_LINE, path=self.path, position=self.lines)
+                    continue
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:

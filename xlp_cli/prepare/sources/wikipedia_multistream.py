@@ -23,7 +23,8 @@ from typing import BinaryIO
 
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import Split
-from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem, track
+from xlp_cli.prepare.sources import compressed
+from xlp_cli.prepare.sources._files import ARCHIVE_ERRORS, archive_problem, bounded_lines, open_binary, track
 
 NAME = "wikipedia"
 _CLOSE = b"</mediawiki>\n"
@@ -47,12 +48,13 @@ def stream_offsets(index: Path) -> list[int]:
     offsets: set[int] = set()
     n = 0
     try:
-        with bz2.open(index, "rb") as f:
-            for n, line in enumerate(f, 1):
+        with open_binary(index) as f:  # (bounded: compressed.py)
+            for n, line in enumerate(bounded_lines(f), 1):
+                line = line if line is not None else b"(a line longer than 16 MiB)"
                 head = line.split(b":", 1)[0]
                 if not head.strip():
                     continue
-                if not head.isdigit():
+                if not head.isdigit() or len(head) > 18:
                     raise BadInput(f"not a multistream index line (OFFSET:PAGE_ID:TITLE): {line[:60]!r}", path=index,
                                    position=n)
                 offsets.add(int(head))
@@ -126,8 +128,8 @@ def open_streams(split: Split) -> io.BufferedReader:
     """The decompressed XML of a split: header stream, the split's streams, `</mediawiki>` (unless the split
     runs to the end of the file, whose last stream holds it)."""
     f = track(split.path, open(split.path, "rb"))
-    header = bz2.BZ2File(_Slice(f, 0, split.header))
-    pages = bz2.BZ2File(_Slice(f, split.start, split.end))
+    header = compressed.decompressed(_Slice(f, 0, split.header), "bz2", split.path, close_raw=False)
+    pages = compressed.decompressed(_Slice(f, split.start, split.end), "bz2", split.path, close_raw=False)
     parts = [header, pages] + ([] if split.last else [io.BytesIO(_CLOSE)])
     return io.BufferedReader(_Chain(parts, [header, pages, f]), 1 << 16)
 

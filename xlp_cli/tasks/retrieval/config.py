@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import BATCH_MAX, COUNT_MAX, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.common import EvaluateCommon
 from xlp_cli.train.sections import Runtime
@@ -18,13 +18,13 @@ class RetrievalOptions(Runtime):
     """The retrieval flags (shared by --task retrieval and --task xtreme), and --device, --threads (`Runtime`)."""
     which: str = opt("best", "retrieval: which checkpoint of a pretrain run to read.", choices=("best", "last"))
     layer: int = opt(-1, "retrieval: hidden layer to mean-pool (0: the embedding output, k: after block k; "
-                         "-1: the middle layer n_layers // 2, as XTREME).")
+                         "-1: the middle layer n_layers // 2, as XTREME).", lo=-1, hi=256)
     sets: list[str] = opt(factory=lambda: list(SETS), help="retrieval: tatoeba (DATA/tatoeba_laser, xx<->en) and/or "
                                                             "pud (the 1,000 parallel UD PUD sentences, xx<->en).")
     tatoeba_dir: Path | None = opt(None, "retrieval: the LASER Tatoeba folder (default: DATA/tatoeba_laser).")
     ud_dir: Path | None = opt(None, "retrieval: folder of UD treebanks, for PUD (default: DATA/ud_treebanks).")
-    max_sentences: int = opt(0, "retrieval: use at most the first N pairs per language and set (0: all).")
-    batch_size: int = opt(64, "retrieval: sentences per forward pass.", volatile=True)
+    max_sentences: int = opt(0, "retrieval: use at most the first N pairs per language and set (0: all).", lo=0, hi=COUNT_MAX)
+    batch_size: int = opt(64, "retrieval: sentences per forward pass.", volatile=True, lo=1, hi=BATCH_MAX)
 
     def validate_retrieval(self) -> None:
         bad = [s for s in self.sets if s not in SETS]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import Default, defaults, opt
+from xlp_cli.core.config import BATCH_MAX, BEAM_MAX, COUNT_MAX, Default, SEED_MAX, STEPS_MAX, TOKENS_MAX, defaults, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import INTERLINGUA_LOSS_TERMS as LOSS_TERMS, SEQ2SEQ_PRESETS
@@ -30,10 +30,10 @@ class TranslationConfig(FinetuneCommon, EncodingFlags):
     ALIASES = {"mt_dropout": "dropout", "mt_weight_decay": "weight_decay"}  # names before xlp 0.2
 
     # more steps, epochs or seeds continue a run folder (translation resumes each seed from `last`)
-    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).", resumable=True)
-    epochs: int = opt(3, "Passes over the training set.", resumable=True)
-    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", resumable=True)
-    dropout: float = opt(0.3, "Dropout (translation: Table 7: 0.3).")
+    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).", resumable=True, lo=0, hi=SEED_MAX)
+    epochs: int = opt(3, "Passes over the training set.", resumable=True, lo=0, hi=10**6)
+    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", resumable=True, lo=0, hi=STEPS_MAX)
+    dropout: float = opt(0.3, "Dropout (translation: Table 7: 0.3).", lo=0, lt=1)
     arch: str = opt("transformer", "translation: encoder-decoder (transformer) or Encoder-Interlingua-Decoder (interlingua).",
                     choices=("transformer", "interlingua"))
     preset: str = opt("iwslt", "translation: model size (iwslt = XLP Table 7: 6+6 layers, d 512, FFN 1024, 4 heads; small; tiny).",
@@ -47,22 +47,22 @@ class TranslationConfig(FinetuneCommon, EncodingFlags):
                    choices=("many-to-one", "many-to-many"))
     target_lang: str = opt("en", "translation: the target language of --mix many-to-one.")
     zero_shot: list[str] = opt(factory=list, help="translation: directions never trained on, evaluated separately (e.g. de-fr,fr-de).")
-    temperature: float = opt(1.0, "translation: direction sampling p ~ (n/N)^(1/T) (1: proportional, as concatenating).")
-    max_tokens: int = opt(4096, "translation: tokens per batch, padding included (Table 7: 4096).")
-    label_smoothing: float = opt(0.1, "translation: label smoothing epsilon (Table 7: 0.1).")
-    max_positions: int = opt(256, "translation: longest sentence in subword tokens (</s> and language slots included).")
+    temperature: float = opt(1.0, "translation: direction sampling p ~ (n/N)^(1/T) (1: proportional, as concatenating).", gt=0, hi=100)
+    max_tokens: int = opt(4096, "translation: tokens per batch, padding included (Table 7: 4096).", lo=1, hi=1 << 24)
+    label_smoothing: float = opt(0.1, "translation: label smoothing epsilon (Table 7: 0.1).", lo=0, lt=1)
+    max_positions: int = opt(256, "translation: longest sentence in subword tokens (</s> and language slots included).", lo=8, hi=TOKENS_MAX)
     overflow: str = opt("truncate", "translation: a longer sentence is truncated with a warning, or is an error (fail).",
                         choices=("truncate", "fail"))
-    intl_positions: int = opt(10, "interlingua: r, the number of interlingua states.")
-    intl_layers: int = opt(3, "interlingua: N, the number of interlingua layers.")
+    intl_positions: int = opt(10, "interlingua: r, the number of interlingua states.", lo=1, hi=4096)
+    intl_layers: int = opt(3, "interlingua: N, the number of interlingua layers.", lo=1, hi=256)
     intl_losses: list[str] = opt(factory=lambda: list(LOSS_TERMS),
                                  help="interlingua: loss terms (INTL = s2t,t2s; +REC adds s2s,t2t; +SIM adds sim).")
-    valid_every: int = opt(1000, "translation: validate and checkpoint every N steps (and at the end).", resumable=True)
-    beam: int = opt(5, "translation: beam size for the final valid/test decoding (1: greedy).", resumable=True)
-    length_penalty: float = opt(1.2, "translation: beam length penalty alpha, score = logprob / length^alpha.", resumable=True)
+    valid_every: int = opt(1000, "translation: validate and checkpoint every N steps (and at the end).", resumable=True, lo=1, hi=STEPS_MAX)
+    beam: int = opt(5, "translation: beam size for the final valid/test decoding (1: greedy).", resumable=True, lo=1, hi=BEAM_MAX)
+    length_penalty: float = opt(1.2, "translation: beam length penalty alpha, score = logprob / length^alpha.", resumable=True, lo=0, hi=10)
     max_eval_sentences: int = opt(0, "translation: decode at most this many sentences per direction and split (0: all).",
-                                  resumable=True)
-    max_train_pairs: int = opt(0, "translation: use at most this many training pairs per pair folder (0: all).")
+                                  resumable=True, lo=0, hi=COUNT_MAX)
+    max_train_pairs: int = opt(0, "translation: use at most this many training pairs per pair folder (0: all).", lo=0, hi=COUNT_MAX)
 
     def validate(self) -> None:
         super().validate()
@@ -109,19 +109,19 @@ class TranslateConfig(Runtime):  # --device, --threads: train/sections.py
     inputs: list[str] = opt(factory=list, argument=True,
                             help="Input files, one sentence per line (none or '-': standard input).")
     model: Path = opt(Path("out/finetune"), "An `xlp finetune --task translation` folder, or one of its seed-<S> folders.")
-    seed: int = opt(-1, "Which seed's model of a multi-seed folder (-1: the first).")
+    seed: int = opt(-1, "Which seed's model of a multi-seed folder (-1: the first).", lo=-1, hi=SEED_MAX)
     which: str = opt("best", "Which checkpoint.", choices=("best", "last"))
     src_lang: str = opt("", "Language of the input lines (required).")
     tgt_lang: str = opt("en", "Language to translate into.")
     output: Path | None = opt(None, "Write the translations to this file (default: standard output).")
     format: str = opt("text", "text (detokenized), tokenized (BPE undone, Moses tokens) or jsonl (all fields).",
                       choices=("text", "tokenized", "jsonl"))
-    beam: int = opt(5, "Beam size (Table 7: 5).")
-    length_penalty: float = opt(1.2, "Length penalty alpha: score = logprob / length^alpha (Table 7: 1.2).")
+    beam: int = opt(5, "Beam size (Table 7: 5).", lo=1, hi=BEAM_MAX)
+    length_penalty: float = opt(1.2, "Length penalty alpha: score = logprob / length^alpha (Table 7: 1.2).", lo=0, hi=10)
     greedy: bool = opt(False, "Greedy decoding (the same as --beam 1).")
-    batch_size: int = opt(64, "Sentences decoded together (sorted by length).")
-    max_len_a: float = opt(1.2, "Output length limit a * source length + b: a.")
-    max_len_b: int = opt(10, "Output length limit a * source length + b: b.")
+    batch_size: int = opt(64, "Sentences decoded together (sorted by length).", lo=1, hi=BATCH_MAX)
+    max_len_a: float = opt(1.2, "Output length limit a * source length + b: a.", lo=0, hi=100)
+    max_len_b: int = opt(10, "Output length limit a * source length + b: b.", lo=0, hi=TOKENS_MAX)
     overflow: str = opt("truncate", "A line longer than the model's positions is truncated with a warning, or is an error (fail).",
                         choices=("truncate", "fail"))
 

@@ -19,8 +19,7 @@ from typing import Any
 
 import torch
 
-from xlp_cli.artifacts import outdir
-from xlp_cli.artifacts.files import write_text_atomic
+from xlp_cli.artifacts import safe_output
 from xlp_cli.bpe.encoder import TextEncoder
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
@@ -110,8 +109,10 @@ def translate_ids(model: Seq2Seq, sources: list[list[int]], src_lang: int, tgt_l
 def run(cfg: TranslateConfig) -> dict[str, Any]:
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
-    if cfg.output is not None:
-        outdir.check_output_file(cfg.output)  # before the model is loaded and the text translated
+    # before the model is loaded and the text translated: a folder, /proc, an input or a closed stdout
+    safe_output.check_output(cfg.output if cfg.output is not None else "-", [*cfg.inputs, cfg.model], "--output")
+    if cfg.output is None and (why := safe_output.stdout_problem()):
+        raise BadInput(why)
     root, seed_dir = resolve_run(cfg.model, cfg.seed)
     codec = TextEncoder.load(root)
     device = pick_device(cfg.device)
@@ -153,11 +154,7 @@ def run(cfg: TranslateConfig) -> dict[str, Any]:
         else:
             rendered.append(codec.to_text(h, cfg.tgt_lang))
     body = "".join(r + "\n" for r in rendered)
-    if cfg.output is not None:
-        write_text_atomic(cfg.output, body)
-    else:
-        sys.stdout.write(body)
-        sys.stdout.flush()
+    safe_output.write_output(cfg.output if cfg.output is not None else "-", body, [*cfg.inputs, cfg.model], "--output")
     return {"sentences": len(lines), "truncated": truncated, "beam": beam, "seconds": round(seconds, 3),
             "sentences_per_s": round(len(lines) / max(seconds, 1e-9), 2), "model": str(seed_dir),
             "output": str(cfg.output) if cfg.output else "<stdout>"}

@@ -33,7 +33,7 @@ from xlp_cli.artifacts import outdir
 from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
 from xlp_cli.artifacts.manifest import new_manifest, write_manifest
 from xlp_cli.bpe.encoder import TextEncoder
-from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.core import config as cfgmod, textfile, ui
 from xlp_cli.core.errors import BadInput, WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.search import beam_search, greedy
@@ -62,12 +62,12 @@ def load_translation_model(run: Path, which: str = "best", device: str | torch.d
 
 
 def _read_results(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.is_file():
         return None
-    except json.JSONDecodeError:
-        raise BadInput("corrupt results.json; delete it or rerun with --force", path=path) from None
+    try:
+        return textfile.json_object(path)
+    except BadInput as e:
+        raise BadInput(f"{e.message}; delete it or rerun with --force", path=path) from None
 
 
 def train_one(job: Job, seed: int, run_dir: Path, rt: Runtime) -> dict[str, Any]:

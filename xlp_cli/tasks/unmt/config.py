@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import Default, defaults, opt
+from xlp_cli.core.config import BATCH_MAX, BEAM_MAX, COUNT_MAX, Default, SEED_MAX, STEPS_MAX, TOKENS_MAX, defaults, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models.encoding_registry import TARGET_ENCODINGS, EncodingFlags, check_encoding_options
 from xlp_cli.models.presets import ENCODER_PRESETS
@@ -49,31 +49,31 @@ def lambda_at(pts: list[tuple[int, float]], step: int) -> float:
                                      "(docs/translation.md).", choices=TARGET_ENCODINGS))
 class UnmtConfig(FinetuneCommon, Adam, EncodingFlags):
     # --data: the `xlp bpe apply` output with train/<l1> and train/<l2> (and `xlp vocab-score` for vle from scratch)
-    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", resumable=True)
-    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).", resumable=True)
+    max_steps: int = opt(0, "Stop after this many optimizer steps per run (0: no limit).", resumable=True, lo=0, hi=STEPS_MAX)
+    seeds: list[int] = opt(factory=lambda: [1], help="Seeds; one fine-tuning run per seed (e.g. 1,2,3).", resumable=True, lo=0, hi=SEED_MAX)
     init: Path | None = opt(None, "unmt: start from this `xlp pretrain` run: MLM (encoder and decoder both start from its encoder, as XLM) or MASS; none: random (the paper's 'Random' rows).")
     encoder_preset: str = opt("tiny", "unmt without --init: size of the encoder, and of the decoder, its twin.",
                               choices=tuple(ENCODER_PRESETS))
-    dropout: float = opt(0.1, "unmt without --init: dropout (VLE A.2: 0.1).")
-    batch_sentences: int = opt(32, "unmt: sentences per language for each loss (denoising, back-translation, MLM) per step.")
-    max_len: int = opt(100, "unmt: sentences are cut to this many subword tokens (XLM's --max_len).")
-    word_shuffle: float = opt(3.0, "unmt: denoising: local shuffle, each token moves less than k positions (0: off).")
-    word_dropout: float = opt(0.1, "unmt: denoising: drop each token with this probability.")
-    word_blank: float = opt(0.1, "unmt: denoising: replace each token by <mask> with this probability.")
+    dropout: float = opt(0.1, "unmt without --init: dropout (VLE A.2: 0.1).", lo=0, lt=1)
+    batch_sentences: int = opt(32, "unmt: sentences per language for each loss (denoising, back-translation, MLM) per step.", lo=1, hi=BATCH_MAX)
+    max_len: int = opt(100, "unmt: sentences are cut to this many subword tokens (XLM's --max_len).", lo=4, hi=TOKENS_MAX)
+    word_shuffle: float = opt(3.0, "unmt: denoising: local shuffle, each token moves less than k positions (0: off).", lo=0, hi=TOKENS_MAX)
+    word_dropout: float = opt(0.1, "unmt: denoising: drop each token with this probability.", lo=0, lt=1)
+    word_blank: float = opt(0.1, "unmt: denoising: replace each token by <mask> with this probability.", lo=0, lt=1)
     lambda_ae: str = opt("0:1,100000:0.1,300000:0", "unmt: weight of denoising auto-encoding: a number or step:value,... (XLM's).")
     lambda_bt: str = opt("1", "unmt: weight of back-translation (number or schedule).")
     lambda_mlm: str = opt("1", "unmt: weight of MLM on the encoder (number or schedule; VLE A.2 keeps MLM).")
-    word_pred: float = opt(0.15, "unmt: MLM: share of the tokens to predict (80% <mask>, 10% kept, 10% random).")
-    bt_temperature: float = opt(0.0, "unmt: back-translation: 0 = greedy (XLM); > 0 samples at this temperature.")
-    label_smoothing: float = opt(0.1, "translation/unmt: label smoothing epsilon.")
+    word_pred: float = opt(0.15, "unmt: MLM: share of the tokens to predict (80% <mask>, 10% kept, 10% random).", gt=0, lt=1)
+    bt_temperature: float = opt(0.0, "unmt: back-translation: 0 = greedy (XLM); > 0 samples at this temperature.", lo=0, hi=100)
+    label_smoothing: float = opt(0.1, "translation/unmt: label smoothing epsilon.", lo=0, lt=1)
     test_data: list[Path] = opt(factory=list, help="unmt: test set: two line-aligned raw text files NAME.<lang>[.gz] (e.g. Multi30k test_2016_flickr.{de,en}.gz); default: the ids' test/<l1>-<l2>.")
     valid_data: list[Path] = opt(factory=list, help="unmt: validation set, as --test-data; picks the best checkpoint by BLEU (default: the ids' valid/<l1>-<l2>; none: the last).")
-    valid_sentences: int = opt(200, "unmt: validate on at most this many sentences per direction.")
-    valid_every: int = opt(1000, "translation/unmt: validate and checkpoint every N steps (and at the end).", resumable=True)
-    beam: int = opt(1, "translation/unmt: beam size for the final valid/test decoding (1: greedy).", resumable=True)
-    length_penalty: float = opt(1.0, "translation/unmt: beam length penalty alpha, score = logprob / length^alpha.", resumable=True)
+    valid_sentences: int = opt(200, "unmt: validate on at most this many sentences per direction.", lo=1, hi=COUNT_MAX)
+    valid_every: int = opt(1000, "translation/unmt: validate and checkpoint every N steps (and at the end).", resumable=True, lo=1, hi=STEPS_MAX)
+    beam: int = opt(1, "translation/unmt: beam size for the final valid/test decoding (1: greedy).", resumable=True, lo=1, hi=BEAM_MAX)
+    length_penalty: float = opt(1.0, "translation/unmt: beam length penalty alpha, score = logprob / length^alpha.", resumable=True, lo=0, hi=10)
     max_eval_sentences: int = opt(0, "translation/unmt: decode at most this many sentences per direction and split (0: all).",
-                                  resumable=True)
+                                  resumable=True, lo=0, hi=COUNT_MAX)
     copy_baseline: bool = opt(False, "unmt: train nothing; 'translate' by copying the source word for word (the baseline a trained model must beat).")
 
     def validate(self) -> None:

@@ -15,7 +15,6 @@ Training is `engine.fit` with the `Unmt` objective; a rerun resumes each seed fr
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import torch
 from xlp_cli.artifacts import outdir
 from xlp_cli.artifacts.files import write_json_atomic
 from xlp_cli.artifacts.manifest import new_manifest, write_manifest
-from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.core import config as cfgmod, textfile, ui
 from xlp_cli.core.errors import WorkFailed
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.seq2seq import Seq2Seq
@@ -193,7 +192,7 @@ def write_outputs(cfg: UnmtConfig, data: UnmtData, per_seed: dict[str, Any], run
     m["directions"], m["zero_shot"], m["langs"] = data.directions, [], data.langs
     model_json = cfg.out / runs[0] / ckpt.CONFIG
     if model_json.is_file():
-        m["model"] = json.loads(model_json.read_text(encoding="utf-8"))
+        m["model"] = textfile.json_object(model_json)
     write_manifest(cfg.out, m)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xlp_cli.core.config import opt
+from xlp_cli.core.config import BATCH_MAX, COUNT_MAX, STEPS_MAX, TOKENS_MAX, opt
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.common import EvaluateCommon, FinetuneCommon, validate_head_training
 
@@ -20,10 +20,10 @@ DEFAULT_BATCH_SIZE = [16]
 @dataclasses.dataclass
 class XnliConfig(FinetuneCommon):
     batch_size: list[int] = opt(factory=list, help="xnli: batch sizes to search (default: 16; the paper searches 8,16). "
-                                                   "--lr takes several values too (default 5e-6; the paper: 1e-6..8e-6).")
-    dropout: float = opt(0.0, "Dropout during fine-tuning (Table 6: 0).")
+                                                   "--lr takes several values too (default 5e-6; the paper: 1e-6..8e-6).", lo=1, hi=BATCH_MAX)
+    dropout: float = opt(0.0, "Dropout during fine-tuning (Table 6: 0).", lo=0, lt=1)
     save_every: int = opt(1000, "xnli: also write checkpoints/last every N steps within an epoch (0: only at epoch ends).",
-                          volatile=True)
+                          volatile=True, lo=0, hi=STEPS_MAX)
     setting: str = opt("transfer", "xnli: transfer (train on English, test on all) or translate-train (train per language).",
                        choices=SETTINGS)
     train_file: Path | None = opt(None, "xnli: English training TSV (default: DATA/mnli_en/mnli_train.tsv).")
@@ -34,13 +34,13 @@ class XnliConfig(FinetuneCommon):
     train_lang: str = opt("en", "xnli transfer: the language of the training rows (English, as in the paper).")
     select_on: str = opt("train", "xnli transfer: select the checkpoint on the training language's dev set (train: English dev) "
                                   "or on the average dev accuracy of the test languages (avg).", choices=("train", "avg"))
-    epoch_size: int = opt(0, "xnli: training examples per epoch (0: the whole training set; XLM uses 20000).")
-    max_train_rows: int = opt(0, "xnli: use at most this many training rows (0: all).")
-    max_eval_rows: int = opt(0, "xnli: evaluate at most this many rows per language and split (0: all).")
-    max_len: int = opt(256, "xnli: maximum subword tokens per sentence (Table 6: 256); longer ones are truncated.")
+    epoch_size: int = opt(0, "xnli: training examples per epoch (0: the whole training set; XLM uses 20000).", lo=0, hi=COUNT_MAX)
+    max_train_rows: int = opt(0, "xnli: use at most this many training rows (0: all).", lo=0, hi=COUNT_MAX)
+    max_eval_rows: int = opt(0, "xnli: evaluate at most this many rows per language and split (0: all).", lo=0, hi=COUNT_MAX)
+    max_len: int = opt(256, "xnli: maximum subword tokens per sentence (Table 6: 256); longer ones are truncated.", lo=8, hi=TOKENS_MAX)
     unfreeze_projections: bool = opt(False, "xnli: also train the language parameters of an encoding that keeps them "
                                             "frozen when fine-tuning (XLP's projections, appendix B.1).")
-    eval_batch_size: int = opt(64, "xnli: batch size for evaluation.", volatile=True)
+    eval_batch_size: int = opt(64, "xnli: batch size for evaluation.", volatile=True, lo=1, hi=BATCH_MAX)
     veco: str = opt("plug-out", "xnli: VECO fine-tuning (docs/veco.md): plug-out drops a VECO run's cross-attention "
                                 "(the plain encoder); plug-in classifies x from [h_x; s_x], s_x attending to x's "
                                 "translation (translate-train only).", choices=VECO_MODES)

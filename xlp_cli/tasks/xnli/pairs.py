@@ -21,7 +21,7 @@ import torch
 from xlp_cli.artifacts.files import write_text_atomic
 from xlp_cli.artifacts.special_ids import UNK
 from xlp_cli.bpe.encoder import TextEncoder
-from xlp_cli.core import ui
+from xlp_cli.core import textfile, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.translation.decode import resolve_run, translate_ids
 from xlp_cli.tasks.translation.finetune import load_translation_model
@@ -60,7 +60,7 @@ def translated(rows: list[xd.Example], src: str, tgt: str, translate: Translator
     path = cache.with_name(f"{cache.name}.{src}-{tgt}.jsonl")
     done = None
     if path.is_file():
-        lines = [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
+        lines = [v for _, v in textfile.json_lines(path)]
         if lines and lines[0].get("rows_sha256") == key and len(lines) == len(rows) + 1:
             done = lines[1:]
     if done is None:

@@ -9,7 +9,6 @@ validation-loss curves of the compared runs (XLP paper, Figure 3a), read from ea
 from __future__ import annotations
 
 import html
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 from rich.table import Table
 
 from xlp_cli.artifacts.files import write_json_atomic, write_text_atomic
+from xlp_cli.core import textfile
+from xlp_cli.core.errors import BadInput
 from xlp_cli.reporting.figures import plot_curves, pyplot, save_png
 from xlp_cli.reporting.render import html_page, markdown_table
 from xlp_cli.tasks.xnli.scores import MARK_RULE, fmt_cell, rows_note, toy_note
@@ -50,8 +51,8 @@ def read_valid_curve(run_folder: Path) -> list[tuple[int, float]]:
     with open(path, encoding="utf-8", errors="replace") as f:  # a log: unreadable lines are passed over
         for line in f:
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+                rec = textfile.json_value(line, path)
+            except BadInput:
                 continue  # a line cut by an interrupted run
             if not isinstance(rec, dict):
                 continue

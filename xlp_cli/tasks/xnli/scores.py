@@ -58,7 +58,7 @@ def prediction_rows(path: Path, check: Any = None) -> Iterator[tuple[Any, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = textfile.json_value(line, path, n)
             gold, pred = row["gold"], row["pred"]
             if check is not None:
                 check(gold, pred)
