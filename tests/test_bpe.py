@@ -7,6 +7,7 @@ corpus > vocab.ref, `fast applybpe apply_output.ref apply_input.txt codes.ref vo
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from bpe_fixtures import PARITY_LANGS, make_prepared, parity_lines
 from typer.testing import CliRunner
 
 from xlp_cli.artifacts.files import data_dir, sha256_file
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.manifest import read_manifest
 from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.bpe.codes import BpeCodec, learn_merges, subword_counts
@@ -242,15 +244,16 @@ def test_apply_stage_writes_id_shards_mono_and_pairs(tmp_path):
     assert [u["stage"] for u in m["upstream"]] == ["prepare", "bpe-learn"]
     assert m["dictionary_sha256"] == sha256_file(tmp_path / "ids/dict.txt")
     assert m["counts"]["train"] == {"de": 20, "en": 40, "de-en": 4}
-    t = pq.read_table(tmp_path / "ids/train/en/part-00000.parquet")
-    assert t.schema.names == ["id", "lang", "text", "ids"] and t.schema.field("ids").type.value_type == pa.int32()
+    t = pq.read_table(layout.shard_dir(tmp_path / "ids", "train", "en") / "part-00000.parquet")
+    assert t.schema.names == ["id", "split", "lang", "text", "ids"] and t.schema.field("ids").type.value_type == pa.int32()
     codec = BpeCodec(tmp_path / "bpe/codes", tmp_path / "bpe/vocab")
     dico = Dictionary.read(tmp_path / "ids/dict.txt")
     assert t.column("text").to_pylist() == codec.apply_lines(en[:16])
     assert t.column("ids").to_pylist() == [dico.encode(x.split()).tolist() for x in codec.apply_lines(en[:16])]
-    assert len(shard_paths(tmp_path / "ids/train/en")) == 3
-    p = pq.read_table(tmp_path / "ids/train/de-en/part-00000.parquet")
+    assert len(shard_paths(layout.shard_dir(tmp_path / "ids", "train", "en"))) == 3
+    p = pq.read_table(layout.shard_dir(tmp_path / "ids", "train", "de-en") / "part-00000.parquet")
     assert {"ids1", "ids2", "text1", "text2", "lang1", "lang2"} <= set(p.schema.names)
+    assert set(t.column("split").to_pylist()) == {"train"} and set(p.column("pair").to_pylist()) == {"de-en"}
     assert s["unk_rate"] == 0.0 and s["tokens"] == m["tokens"]["train"]["en"] + m["tokens"]["train"]["de"] + m["tokens"]["train"]["de-en"]
     # resume
     assert apply(BpeApplyConfig(data=[prep, tmp_path / "bpe"], out=tmp_path / "ids"))["skipped"]
@@ -275,7 +278,7 @@ def test_sentencepiece_learns_and_applies_on_raw_text(tmp_path):
     m = read_manifest(tmp_path / "spm")
     assert m["tokenizer"]["kind"] == "sentencepiece" and (tmp_path / "spm/spm.model").is_file()
     apply(BpeApplyConfig(data=[prep, tmp_path / "spm"], out=tmp_path / "ids"))
-    t = pq.read_table(tmp_path / "ids/train/en/part-00000.parquet")
+    t = pq.read_table(layout.shard_dir(tmp_path / "ids", "train", "en") / "part-00000.parquet")
     first = t.column("text")[0].as_py()
     assert first.startswith("\u2581") and "T" in first  # SentencePiece pieces of the cased raw text
     import sentencepiece as spm
@@ -283,6 +286,27 @@ def test_sentencepiece_learns_and_applies_on_raw_text(tmp_path):
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm/spm.model"))
     assert sp.decode(first.split(" ")) == "The lower road, said she."
     assert min(min(x) for x in t.column("ids").to_pylist()) >= N_SPECIALS
+
+
+def test_sentencepiece_word_model_is_a_word_level_vocabulary_of_tokenized_text(tmp_path):
+    """VLE Table 4's word-level vocabulary: the most frequent Moses-tokenized words, the others <unk>."""
+    from xlp_cli.bpe.encoder import TextEncoder
+
+    raw = {"en": [f"The dog {w} runs, said she." for w in ("red", "big", "old")] * 20 + ["A rare zebra!"],
+           "de": [f"Der Hund {w} rennt." for w in ("rot", "alt")] * 20}
+    tokenized = {k: [x.lower().replace(",", " ,").replace(".", " .").replace("!", " !") for x in v]
+                 for k, v in raw.items()}  # what prepare's default pipeline (Moses, lowercase xlm) writes
+    prep = make_prepared(tmp_path / "prep", tokenized, raw=raw)
+    learn(BpeLearnConfig(data=[prep], out=tmp_path / "words", tokenizer="sentencepiece", spm_vocab_size=22,
+                         spm_model_type="word"))
+    apply(BpeApplyConfig(data=[prep, tmp_path / "words"], out=tmp_path / "ids"))
+    words = [w for w, _ in (line.split(" ") for line in (tmp_path / "words/dict.txt").read_text().splitlines())]
+    assert "\u2581," in words and "\u2581runs" in words and "\u2581runs," not in words  # tokenized words, not raw
+    enc = TextEncoder.from_folder(tmp_path / "ids")
+    ids = enc.encode("The dog red runs, said she.", "en")
+    assert UNK_ID not in ids.tolist() and enc.to_tokenized(ids) == "the dog red runs , said she ."
+    assert enc.to_text(ids, "en") == "the dog red runs, said she."  # detokenized as fastBPE output is
+    assert UNK_ID in enc.encode("A rare zebra!", "en").tolist()  # seen once: below the vocabulary's cut
 
 
 # ------------------------------------------------------------------ bad input (CLI: one line, exit 2, no output)
@@ -329,9 +353,12 @@ def test_language_without_data_and_shards_of_another_stage(tmp_path):
     code, out = _cli(["apply", "--data", str(prep), "--out", str(ids), "--codes", str(FIX / "codes.ref"),
                       "--vocab", str(FIX / "vocab.ref")])
     assert code == 0, out
-    (ids / "train").rename(tmp_path / "prep2_train")
+    (ids / "mono").rename(tmp_path / "prep2_mono")
     fake = make_prepared(tmp_path / "prep2", {})
-    (tmp_path / "prep2_train").rename(fake / "train")
+    (tmp_path / "prep2_mono").rename(fake / "mono")
+    m = json.loads((fake / "manifest.json").read_text(encoding="utf-8"))  # (listed: the manifest is the whole truth)
+    m["outputs"]["shards"] = {p.relative_to(fake).as_posix(): {} for p in sorted(fake.rglob("part-*.parquet"))}
+    (fake / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
     code, out = _cli(["learn", "--data", str(fake), "--out", str(tmp_path / "bpe2")])
     assert code == 2 and "token-id shards" in _one_line_error(out)
 
@@ -360,7 +387,7 @@ def test_text_encoder_rebuilds_raw_to_ids_chain(tmp_path):
     for lang in langs:
         raw = parity_lines(lang, "input.txt")[:100]
         assert enc.subwords(raw, lang) == parity_lines(lang, "bpe.txt")[:100], lang
-        want = pq.read_table(tmp_path / f"ids/train/{lang}/part-00000.parquet").column("ids").to_pylist()[:100]
+        want = pq.read_table(layout.shard_dir(tmp_path / "ids", "train", lang) / "part-00000.parquet").column("ids").to_pylist()[:100]
         assert [x.tolist() for x in enc.encode_batch(raw, lang)] == want
     assert enc.decode(enc.encode("Hello, world!", "en")) == "hello , world !"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlp_cli.core.config import FORCE_HELP, opt
+from xlp_cli.core.config import BATCH_MAX, CODES_MAX, COUNT_MAX, FORCE_HELP, SEED_MAX, THREADS_MAX, opt
 from xlp_cli.core.errors import BadInput
 
 TOKENIZERS = ("fastbpe", "sentencepiece")
-SPM_TYPES = ("unigram", "bpe")
+SPM_TYPES = ("unigram", "bpe", "word")  # word: the most frequent whole words, the rest <unk> (VLE Table 4)
 
 
 @dataclass
@@ -19,17 +19,17 @@ class BpeLearnConfig:
     lang: list[str] = opt(factory=list, help="Languages to learn from (comma list); default: every language of the split.")
     tokenizer: str = opt("fastbpe", help="fastbpe (merge codes on the tokenized `text`) or sentencepiece (on the raw text).",
                          choices=TOKENIZERS)
-    codes: int = opt(30000, help="Number of BPE merge operations to learn (fastbpe).")
-    spm_vocab_size: int = opt(32000, help="SentencePiece vocabulary size.")
-    spm_model_type: str = opt("unigram", help="SentencePiece model type.", choices=SPM_TYPES)
-    spm_character_coverage: float = opt(0.9995, help="SentencePiece character coverage.")
-    alpha: float = opt(0.5, help="Language sampling exponent: p_l proportional to n_l^alpha (XLM).")
-    sample_sentences: int = opt(0, help="Sentences in the sampled learning corpus; 0 = as many as the split holds.")
-    seed: int = opt(0, help="Seed of the language sampling.")
+    codes: int = opt(30000, help="Number of BPE merge operations to learn (fastbpe).", lo=1, hi=CODES_MAX)
+    spm_vocab_size: int = opt(32000, help="SentencePiece vocabulary size.", lo=20, hi=CODES_MAX)
+    spm_model_type: str = opt("unigram", help="SentencePiece model type (word: a word-level vocabulary of --spm-vocab-size words).", choices=SPM_TYPES)
+    spm_character_coverage: float = opt(0.9995, help="SentencePiece character coverage.", lo=0.98, hi=1)
+    alpha: float = opt(0.5, help="Language sampling exponent: p_l proportional to n_l^alpha (XLM).", lo=0, hi=1)
+    sample_sentences: int = opt(0, help="Sentences in the sampled learning corpus; 0 = as many as the split holds.", lo=0, hi=COUNT_MAX)
+    seed: int = opt(0, help="Seed of the language sampling.", lo=0, hi=SEED_MAX)
     split: str = opt("train", help="Split to learn from.")
     parallel: bool = opt(False, help="Also learn from both sides of parallel (<l1>-<l2>) folders.")
-    max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.")
-    min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.")
+    max_vocab: int = opt(0, help="Keep dictionary ids below this (specials included, as XLM's --max_vocab); 0 = all.", lo=0, hi=CODES_MAX)
+    min_count: int = opt(0, help="Drop dictionary tokens seen fewer times; 0 = keep all.", lo=0, hi=COUNT_MAX)
     force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     def validate(self) -> None:
@@ -57,14 +57,14 @@ class BpeApplyConfig:
     codes: Path | None = opt(None, help="A fastBPE codes file to use instead of a `xlp bpe learn` folder (e.g. XLM's codes_xnli_15).")
     vocab: Path | None = opt(None, help="The fastBPE/XLM vocab that goes with --codes (limits subwords and gives the ids).")
     spm_model: Path | None = opt(None, help="A SentencePiece model to use instead of a `xlp bpe learn` folder.")
-    max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.")
-    min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.")
-    batch_rows: int = opt(4096, help="Rows per batch while applying.", volatile=True)
+    max_vocab: int = opt(0, help="With --vocab: keep ids below this (XLM-15 uses 95000); 0 = all.", lo=0, hi=CODES_MAX)
+    min_count: int = opt(0, help="With --vocab: drop tokens seen fewer times.", lo=0, hi=COUNT_MAX)
+    batch_rows: int = opt(4096, help="Rows per batch while applying.", volatile=True, lo=1, hi=BATCH_MAX)
     workers: int = opt(2, help="Threads that segment and encode (filter mode: that segment new words); the output "
-                       "does not depend on it.", volatile=True)
+                       "does not depend on it.", volatile=True, lo=1, hi=THREADS_MAX)
     on_error: str = opt("raise", help="Filter mode: a bad line (invalid UTF-8, a NUL byte, too long): raise (exit 2) "
                         "or skip (write an empty line, count it).", choices=("raise", "skip"))
-    max_line_bytes: int = opt(100_000, help="Filter mode: longest line accepted, in bytes (0: no limit).")
+    max_line_bytes: int = opt(100_000, help="Filter mode: longest line accepted, in bytes (0: no limit).", lo=0, hi=1 << 30)
     force: bool = opt(False, help=FORCE_HELP, volatile=True)
 
     # keys of the filter mode alone: not part of an ids folder's config

@@ -123,8 +123,9 @@ class TextEncoder:
         return self.pipeline.lowercase != "none"
 
     def text(self, texts: list[str], lang: str) -> list[str]:
-        """What the tokenizer reads: the `text` column (fastBPE) or the `raw` column (SentencePiece)."""
-        if self.tokenizer.kind == "sentencepiece":
+        """What the tokenizer reads: the `text` column (fastBPE, SentencePiece words) or the `raw` column
+        (SentencePiece)."""
+        if self.tokenizer.column == "raw":
             return [self.pipeline.raw(t) for t in texts]
         return self.pipeline.process_batch(texts, lang)
 
@@ -151,7 +152,7 @@ class TextEncoder:
 
     def to_text(self, ids: Any, lang: str) -> str:
         """Plain text for a reader."""
-        if self.tokenizer.kind == "sentencepiece":
+        if self.tokenizer.column == "raw":
             return self.to_tokenized(ids)
         return detokenize(self.to_tokenized(ids), lang)
 

@@ -15,15 +15,22 @@ from xlp_cli.bpe.spm import SpmCodec
 from xlp_cli.core.errors import BadInput
 
 
+def column_of(kind: str, model_type: str = "") -> str:
+    """Which prepare column a tokenizer learns from and reads (see `Tokenizer.column`)."""
+    return "raw" if kind == "sentencepiece" and model_type != "word" else "text"
+
+
 class Tokenizer:
     """What apply (and encoder.py) needs: text lines -> subword lines, subwords -> ids."""
 
-    def __init__(self, kind: str, dico: Dictionary, codec: Any):
-        self.kind, self.dico, self.codec = kind, dico, codec
+    def __init__(self, kind: str, dico: Dictionary, codec: Any, model_type: str = ""):
+        self.kind, self.dico, self.codec, self.model_type = kind, dico, codec, model_type
 
     @property
     def column(self) -> str:
-        return "raw" if self.kind == "sentencepiece" else "text"
+        """The prepare column it reads: `raw` for SentencePiece (XLM-R style), the Moses-tokenized `text` for
+        fastBPE and for SentencePiece's word model (a word-level vocabulary of tokenized words, VLE Table 4)."""
+        return column_of(self.kind, self.model_type)
 
     def subwords(self, lines: list[str]) -> list[str]:
         return self.codec.apply_lines(lines)
@@ -78,5 +85,5 @@ def load_tokenizer(info: dict[str, Any], base: Path) -> Tokenizer:
 
     dico = Dictionary.read(file("dict"))
     if info.get("kind") == "sentencepiece":
-        return Tokenizer("sentencepiece", dico, SpmCodec(file("model")))
+        return Tokenizer("sentencepiece", dico, SpmCodec(file("model")), str(info.get("model_type") or ""))
     return Tokenizer("fastbpe", dico, BpeCodec(file("codes"), file("vocab") if info.get("vocab") else None))
