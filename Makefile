@@ -9,7 +9,7 @@ FIND_LINKS = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
 XLP_DATA_DIR ?= $(abspath ../shared/data)
 export XLP_DATA_DIR
 
-.PHONY: setup demo test test-fast test-reliability bench gpu-data gpu-proof-smoke clean
+.PHONY: setup demo test test-fast test-reliability bench gpu-data gpu-proof-smoke clean readme-times
 
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard xlp_cli/bpe/*.cpp xlp_cli/bpe/csrc/* xlp_cli/text/csrc/*.cpp xlp_cli/text/csrc/*.h xlp_cli/text/csrc/*.inc)
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ gpu-data: setup
 # what CI runs of the GPU proof: the same script on the CPU, `tiny` preset, under a minute
 gpu-proof-smoke: gpu-data
 	$(PY) benchmarks/gpu_proof.py --device cpu --smoke --data gpu-data
+
+# run the README's blocks at their full sizes, timing each command, and write the `# measured:` lines into the README
+# (tests/readme_times.py; about an hour and a half here). READMETIMES_ARGS="--until 3" runs sections 1-3 only.
+readme-times: setup
+	$(PY) tests/readme_times.py $(READMETIMES_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -8,10 +8,12 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from pretrain_helpers import synthetic
+from pretrain_helpers import synthetic, write_ids
 
 from xlp_cli.artifacts.manifest import read_manifest
+from xlp_cli.bpe.dictionary import Dictionary
 from xlp_cli.train.config import PAPER_RUN, PretrainConfig
 
 FAST = ["--num-threads", "1", "--log-every", "1", "--batch-size", "4", "--bptt", "32", "--eval-batches", "1"]
@@ -131,3 +133,19 @@ def test_plain_pretrain_on_the_readmes_capped_data_takes_minutes_and_learns(cli,
     assert max(row["lr"] for row in records(run, "train")) >= 0.5 * config["lr"]
     valid = records(run, "valid")
     assert valid[-1]["loss"] < valid[0]["loss"] and set(valid[-1]["langs"]) == {"en", "de", "fr", "zh"}
+
+
+def test_languages_without_enough_valid_data_are_named_in_one_line(cli, tmp_path) -> None:
+    """The demo's small catalogs (sw: no valid split, ur: a few tokens) once gave a warning per language."""
+    rng = np.random.default_rng(0)
+    dico = Dictionary.from_counts([(f"w{i}", 1000 - i) for i in range(60)])
+    def sents(n: int, length: int = 12) -> list[list[int]]:
+        return [rng.integers(14, len(dico), size=length).tolist() for _ in range(n)]
+    ids = write_ids(tmp_path / "ids", dico, {"train": {"en": sents(200), "fr": sents(200), "de": sents(200)},
+                                             "valid": {"en": sents(40), "fr": sents(1, 5)}})
+    run = tmp_path / "run"
+    r = ok(cli, "--data", ids, "--out", run, "--preset", "tiny", "--max-steps", 2, *FAST)
+    lines = [line for line in r.stderr.splitlines() if "not validated" in line]
+    assert len(lines) == 1 and "2 languages of 3 not validated" in lines[0], r.stderr
+    assert "de (no valid split)" in lines[0] and "fr (6 tokens)" in lines[0], lines
+    assert records(run, "valid")[-1]["langs"].keys() == {"en"}

@@ -138,7 +138,7 @@ def warn(message: str) -> None:
 
 def info(message: str) -> None:
     if not os.environ.get("XLP_QUIET"):
-        err.print(message, soft_wrap=True, markup=False)
+        err.print(message, markup=False)
 
 
 def print_json(obj: Any) -> None:
@@ -162,6 +162,13 @@ def number(v: Any) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 shard', '3 shards'."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def report_paths(summary: dict[str, Any]) -> None:
+    """Where an evaluation wrote its report: `report: HTML  (MD, results.json)`, whichever it has. Never wrapped by
+    rich (a path broken over two lines cannot be copied); the terminal wraps it if it must."""
+    first, *rest = [str(summary[k]) for k in ("report_html", "report_md", "results") if summary.get(k)] or ["-"]
+    out.print(f"report: {first}" + (f"  ({', '.join(rest)})" if rest else ""), soft_wrap=True, markup=False)
 
 
 def print_summary(title: str, summary: dict[str, Any]) -> None:

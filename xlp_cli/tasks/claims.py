@@ -347,4 +347,4 @@ def print_summary(summary: dict[str, Any]) -> None:
         t.add_row(c["claim"], c["paper"], f"{c['mean_diff']:+.4g}", _p(c["p"]), _p(c["p_holm"]), _g(c["mde"]),
                   c["verdict"])
     ui.out.print(t)
-    ui.out.print(f"report: {summary['report_md']}")
+    ui.report_paths(summary)

@@ -10,7 +10,6 @@ search with its selection.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -22,7 +21,7 @@ from xlp_cli.artifacts import outdir
 from xlp_cli.artifacts.files import sha256_file, write_json_atomic
 from xlp_cli.artifacts.manifest import config_hash, read_manifest
 from xlp_cli.bpe.encoder import TextEncoder
-from xlp_cli.core import config as cfgmod, ui
+from xlp_cli.core import config as cfgmod, textfile, ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import PlugInClassifier, SequenceClassifier
@@ -34,6 +33,35 @@ from xlp_cli.train.runtime import Runtime
 
 def fmt_number(v: float) -> str:
     return f"{v:g}"
+
+
+def prediction_scores(out: Path, seeds: list[int], langs: list[str], score: Callable[[list[dict[str, Any]]], float],
+                      splits: tuple[str, ...] = ("test",)) -> dict[str, dict[str, dict[str, float]]]:
+    """{seed: {split: {lang: score(rows)}}} recomputed from the prediction files a run just wrote
+    (`OUT/predictions/seed<S>/<split>.<lang>.jsonl`; a file that is not there is left out)."""
+    by_seed: dict[str, dict[str, dict[str, float]]] = {}
+    for seed in seeds:
+        for split in splits:
+            for lang in langs:
+                path = out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl"
+                if path.is_file():
+                    rows = [r for _, r in textfile.json_lines(path)]
+                    by_seed.setdefault(str(seed), {}).setdefault(split, {})[lang] = score(rows)
+    return by_seed
+
+
+def transfer(per_seed: dict[str, dict[str, float]], langs: list[str], train_lang: str) -> dict[str, Any]:
+    """The test mean over seeds per language, their average, and the transfer gap (the training language's mean
+    minus the mean of the others; nan without both)."""
+    mean = {l: float(np.mean(v)) for l in langs if (v := [s[l] for s in per_seed.values() if l in s])}
+    others = [m for l, m in mean.items() if l != train_lang]
+    return {"test_mean": mean, "test_avg": float(np.mean(list(mean.values()))) if mean else math.nan,
+            "gap": mean[train_lang] - float(np.mean(others)) if train_lang in mean and others else math.nan}
+
+
+def accuracy(rows: list[dict[str, Any]]) -> float:
+    """% of prediction rows whose `pred` is their `gold` (classification tasks)."""
+    return 100.0 * sum(r["gold"] == r["pred"] for r in rows) / max(1, len(rows))
 
 
 class Pretrained:
@@ -107,7 +135,7 @@ def start(cfg: Any, owns: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, An
     previous = outdir.guard_out_dir(cfg.out, "finetune", config, force=cfg.force, owns=owns)
     if previous is not None and previous.get("config_hash") == config_hash(config) and (cfg.out / "results.json").is_file():
         ui.info(f"finetune: {cfg.out} is already complete (same config); nothing to do")
-        return config, {**json.loads((cfg.out / "results.json").read_text(encoding="utf-8")), "skipped": True}
+        return config, {**textfile.json_object(cfg.out / "results.json"), "skipped": True}
     return config, None
 
 
@@ -140,8 +168,8 @@ def read_done(folder: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        return textfile.json_file(path)
+    except BadInput:
         return None
 
 

@@ -236,4 +236,4 @@ def rich_table(results: dict[str, Any]):
 
 def print_summary(summary: dict[str, Any]) -> None:
     ui.out.print(rich_table(summary["table"]))
-    ui.out.print(f"report: {summary['report_md']}  (results: {summary['results']})")
+    ui.report_paths(summary)

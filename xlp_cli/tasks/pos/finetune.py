@@ -15,11 +15,9 @@ The objective (`Tag`) and the tagger's predictions (`predict`) are in `objective
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from xlp_cli.artifacts import outdir
@@ -32,7 +30,7 @@ from xlp_cli.models.heads import TokenClassifier, freeze_language_parameters
 from xlp_cli.reporting.render import order_langs
 from xlp_cli.tasks import conllu
 from xlp_cli.tasks.common import print_seed_table
-from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
+from xlp_cli.tasks.finetuning import Pretrained, fit_point, prediction_scores, search, start, transfer
 from xlp_cli.tasks.pos import data as pd
 from xlp_cli.tasks.pos.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, EWT_DEV, PosConfig
 from xlp_cli.tasks.pos.objective import Tag, predict
@@ -91,6 +89,10 @@ def run(cfg: PosConfig) -> dict[str, Any]:
     langs = order_langs(requested or [l for l in tests if l in pre.langs])
     if not langs:
         raise BadInput(f"none of the run's languages ({', '.join(pre.langs)}) has a UD test file", path=ud_dir)
+    room = pre.config.n_positions - pre.prefix_len
+    if cfg.max_len > room:  # (the range of --max-len is the flag's; this bound is the model's)
+        raise BadInput(f"--max-len {cfg.max_len} is longer than the pre-trained model's {room} positions; "
+                       f"give at most {room}", path=pre.run)
 
     config, finished = start(cfg, OWNS)
     if finished is not None:
@@ -136,18 +138,10 @@ def run(cfg: PosConfig) -> dict[str, Any]:
 
 def summarize(cfg: PosConfig, pre: Pretrained, langs: list[str], found: dict[str, Any]) -> dict[str, Any]:
     """Word accuracy per seed and language, recomputed from the prediction files just written."""
-    acc: dict[str, dict[str, float]] = {}
-    for seed in cfg.seeds:
-        for lang in langs:
-            path = cfg.out / "predictions" / f"seed{seed}" / f"test.{lang}.jsonl"
-            rows = [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
-            acc.setdefault(str(seed), {})[lang] = token_accuracy((r["gold"], r["pred"]) for r in rows)[0]
-    mean = {l: float(np.mean([acc[s][l] for s in acc])) for l in langs}
-    others = [mean[l] for l in langs if l != cfg.train_lang]
+    scores = prediction_scores(cfg.out, cfg.seeds, langs, lambda rows: token_accuracy((r["gold"], r["pred"]) for r in rows)[0])
+    acc = {seed: per["test"] for seed, per in scores.items()}
     return {"task": "pos", "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run), "langs": langs,
-            "train_lang": cfg.train_lang, "seeds": cfg.seeds, "accuracy": acc, "test_mean": mean,
-            "test_avg": float(np.mean(list(mean.values()))),
-            "gap": mean[cfg.train_lang] - float(np.mean(others)) if cfg.train_lang in mean and others else math.nan,
+            "train_lang": cfg.train_lang, "seeds": cfg.seeds, "accuracy": acc, **transfer(acc, langs, cfg.train_lang),
             "frozen_projections": pre.frozen_when_finetuning and not cfg.unfreeze_projections,
             "out": str(cfg.out), **found}
 

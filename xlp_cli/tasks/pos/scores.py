@@ -63,4 +63,4 @@ def run(cfg: Any) -> dict[str, Any]:
 def print_summary(summary: dict[str, Any]) -> None:
     ui.out.print(rich_table(summary["scores"], summary.get("title", "POS"), gap_label="transfer gap"))
     ui.out.print(NOTE, style="dim", soft_wrap=True)
-    ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")
+    ui.report_paths(summary)

@@ -157,7 +157,7 @@ def print_summary(summary: dict[str, Any]) -> None:
             t.add_row(h, *[r[i] for r in rows], style="bold" if h == "avg" else None)
         ui.out.print(t)
     ui.out.print(NOTE, style="dim", soft_wrap=True)
-    ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")
+    ui.report_paths(summary)
 
 
 def avg_cell(scores: dict[str, Any] | None, name: str) -> dict[str, Any]:

@@ -20,7 +20,6 @@ Outputs: report.md, report.html, bleu.png (bars with ± std), valid_nll.png (XLP
 from __future__ import annotations
 
 import html
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -56,10 +55,7 @@ def fmt(stat: dict[str, Any]) -> str:
 def read_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
     for i, line in textfile.text_lines(path):
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"not a JSON line ({e.msg})", path=path, position=i) from None
+        r = textfile.json_value(line, path, i)
         for k in ("hyp", "ref", "hyp_tok", "ref_tok"):
             if not isinstance(r, dict) or not isinstance(r.get(k), str):
                 raise BadInput(f"prediction row has no text field '{k}'", path=path, position=i)
@@ -112,7 +108,7 @@ def collect(data: list[Path], names: list[str], split: str, tokenize: str) -> di
             rdir = inside(folder, run, "run folder", folder / MANIFEST)
             res_path = rdir / "results.json"
             if res_path.is_file():
-                lowercased = bool(json.loads(res_path.read_text(encoding="utf-8")).get("lowercased", lowercased))
+                lowercased = bool(textfile.json_object(res_path).get("lowercased", lowercased))
             per_dir = {}
             for p in sorted((rdir / "predictions").glob(f"{split}.*.jsonl")):
                 direction = p.name[len(split) + 1:-len(".jsonl")]
@@ -172,8 +168,8 @@ def read_valid_curve(path: Path) -> list[tuple[int, float]]:
         return []
     for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():  # a log: bad lines are passed over
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = textfile.json_value(line, path)
+        except BadInput:
             continue
         if isinstance(rec, dict) and rec.get("event") == "valid" and isinstance(rec.get("valid_nll"), (int, float)) and math.isfinite(rec["valid_nll"]):
             pts[int(rec["step"])] = float(rec["valid_nll"])
@@ -310,7 +306,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     """The terminal view: the (un)supervised and zero-shot detokenized BLEU tables (mean ± std over seeds)."""
     from rich.table import Table
 
-    res = json.loads(Path(summary["results"]).read_text(encoding="utf-8"))
+    res = textfile.json_object(Path(summary["results"]))
     trained = res.get("trained", "supervised")  # "unsupervised" for UNMT runs, as in report.md
     for label, dirs, prefix in ((trained, res["supervised"], ""), ("zero-shot", res["zero_shot"], "zero-shot ")):
         for metric, what in (("bleu", "detokenized sacreBLEU"), ("tok_bleu", "tokenized BLEU, multi-bleu.perl")):
@@ -326,4 +322,4 @@ def print_summary(summary: dict[str, Any]) -> None:
             ui.out.print(t)
     for sig in res.get("signatures", []):
         ui.out.print(f"signature: {sig}")
-    ui.out.print(f"report: {summary['report_md']} ({summary['results']})")
+    ui.report_paths(summary)

@@ -24,4 +24,4 @@ def print_summary(summary: dict[str, Any]) -> None:
         ui.out.print(scores_mod.toy_note(scores), style="bold yellow", soft_wrap=True, markup=False)
     ui.out.print(report.rich_table(scores, summary.get("title", "XNLI")))
     ui.out.print(" ".join(report.notes(scores, summary.get("split", "test"))[1:]), style="dim", soft_wrap=True, markup=False)
-    ui.out.print(f"report: {summary['report_html']}  ({summary['report_md']}, {summary['results']})")
+    ui.report_paths(summary)

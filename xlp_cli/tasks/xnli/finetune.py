@@ -21,11 +21,9 @@ checkpoint (same data order: each epoch's permutation comes from (seed, epoch)).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from xlp_cli.artifacts import outdir
@@ -37,7 +35,7 @@ from xlp_cli.models import checkpoint as ckpt
 from xlp_cli.models.heads import SequenceClassifier, freeze_language_parameters
 from xlp_cli.reporting.render import XNLI_LANGS
 from xlp_cli.tasks.common import print_seed_table
-from xlp_cli.tasks.finetuning import Pretrained, fit_point, search, start
+from xlp_cli.tasks.finetuning import Pretrained, fit_point, accuracy, prediction_scores, search, start, transfer
 from xlp_cli.tasks.xnli import data as xd
 from xlp_cli.tasks.xnli.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, XnliConfig
 from xlp_cli.tasks.xnli.groups import build as build_groups
@@ -171,21 +169,13 @@ def write_predictions(path: Path, model: SequenceClassifier, enc: xd.Encoded, la
 
 def summarize(cfg: XnliConfig, pre: Pretrained, langs: list[str], results: dict[str, Any], skipped: int) -> dict[str, Any]:
     """Accuracy per seed, split and language, recomputed from the prediction files just written."""
-    acc: dict[str, dict[str, dict[str, float]]] = {}
-    for seed in cfg.seeds:
-        for split in ("dev", "test"):
-            for lang in langs:
-                p = cfg.out / "predictions" / f"seed{seed}" / f"{split}.{lang}.jsonl"
-                if p.is_file():
-                    rows = [json.loads(l) for l in p.read_text(encoding="utf-8").splitlines() if l.strip()]
-                    acc.setdefault(str(seed), {}).setdefault(split, {})[lang] = \
-                        100.0 * sum(r["gold"] == r["pred"] for r in rows) / max(1, len(rows))
-    test_mean = {l: float(np.mean([acc[s]["test"][l] for s in acc if l in acc[s].get("test", {})])) for l in langs}
+    acc = prediction_scores(cfg.out, cfg.seeds, langs, accuracy, ("dev", "test"))
+    means = transfer({seed: per.get("test", {}) for seed, per in acc.items()}, langs, cfg.train_lang)
     return {
         "task": "xnli", "setting": cfg.setting, "veco": cfg.veco if pre.cross_attention else None,
         "encoding": pre.config.lang_encoding, "pretrain_run": str(pre.run),
-        "langs": langs, "seeds": cfg.seeds, "accuracy": acc, "test_mean": test_mean,
-        "test_avg": float(np.mean(list(test_mean.values()))) if test_mean else math.nan,
+        "langs": langs, "seeds": cfg.seeds, "accuracy": acc, "test_mean": means["test_mean"],
+        "test_avg": means["test_avg"],
         "frozen_projections": pre.frozen_when_finetuning and not cfg.unfreeze_projections,
         "skipped_unlabelled_rows": skipped, "out": str(cfg.out), **results,
     }

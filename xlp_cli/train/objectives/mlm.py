@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xlp_cli.artifacts import layout
 from xlp_cli.artifacts.shards import shard_paths
 from xlp_cli.artifacts.special_ids import N_SPECIAL
 from xlp_cli.core import ui
@@ -100,7 +101,7 @@ class MaskedLM(Objective):
         back to the largest power of two (at least 8) that fits the shortest valid split, or the longest when the
         shortest is under 8 tokens, so that languages are validated. No valid split at all: --bptt stays."""
         tokens = {lang: _stream_tokens(paths) for lang in inputs.langs
-                  for paths in [shard_paths(inputs.ids_dir / "valid" / lang)] if paths}
+                  for paths in [shard_paths(layout.read_dir(inputs.ids_dir, "valid", lang))] if paths}
         if not tokens or max(tokens.values()) + 1 >= cfg.bptt:  # (a stream starts with </s>: one token more)
             return cfg.bptt, ""
         longest, shortest = max(tokens.values()), min(tokens.values())
@@ -122,16 +123,19 @@ class MaskedLM(Objective):
                 b = valid_batches(inputs.ids_dir, lang, i, cfg.bptt, cfg.batch_size, cfg.eval_batches, vocab_size)
                 if b:
                     valid[lang] = b
-                elif shard_paths(inputs.ids_dir / "valid" / lang):
-                    short[lang] = _stream_tokens(shard_paths(inputs.ids_dir / "valid" / lang))
+                elif shard_paths(layout.read_dir(inputs.ids_dir, "valid", lang)):
+                    short[lang] = _stream_tokens(shard_paths(layout.read_dir(inputs.ids_dir, "valid", lang)))
                 else:
-                    ui.warn(f"no valid split for '{lang}' in {inputs.ids_dir}: it is not validated")
-            if short and not valid:  # a run that can never be validated: `best` would be a guess
+                    short[lang] = 0
+            if any(short.values()) and not valid:  # a run that can never be validated: `best` would be a guess
                 raise BadInput(f"--bptt {cfg.bptt} is longer than the whole valid split of every language (the "
                                f"largest has {max(short.values())} tokens): nothing would be validated; lower --bptt "
                                f"to at most {max(short.values())}, or prepare more data", path=inputs.ids_dir / "valid")
-            for lang, n in short.items():
-                ui.warn(f"the valid split of '{lang}' has {n} tokens, fewer than --bptt {cfg.bptt}: it is not validated")
+            if short:  # one line for all of them (the demo's small catalogs: sw, ur)
+                which = ", ".join(f"{lang} ({f'{n} tokens' if n else 'no valid split'})" for lang, n in short.items())
+                ui.warn(f"{ui.plural(len(short), 'language')} of {len(inputs.langs)} not validated, too little valid "
+                        f"data for --bptt {cfg.bptt}: {which}; "
+                        + ("the validation loss covers the others" if valid else "nothing is validated"))
         weights = mask_scores(np.asarray(inputs.dictionary.counts, dtype=np.int64), cfg.sample_alpha)
         return cls(cfg, inputs, valid, inputs.langs, vocab_size, weights, rt)
 
