@@ -222,7 +222,8 @@ def check(text: str, store: dict[str, dict]) -> list[str]:
         if not m:
             problems.append(f"{where}: {s.key} has no measurement in docs/readme_times.json")
         elif m["digest"] != s.digest:
-            problems.append(f"{where}: {s.key} changed since its measurement of {m['date']}: make readme-times")
+            problems.append(f"{where}: {s.key} changed since its measurement of {m['date']}: make readme-times "
+                            "(or `python tests/readme_times.py --render`, which drops the stale time)")
         elif line.strip() != render_line(m):
             problems.append(f"{where}: the time of {s.key} is not its last measurement ({render_line(m)})")
     for _kind, code, start in blocks(text):
