@@ -90,7 +90,32 @@ def corpus(lang: str) -> list[str]:
     return out
 
 
-def make_input(lang: str, mb: float, times: int) -> Path:
+def distinct_lines(lang: str) -> list[str]:
+    """Every distinct line of the language's shared text, in a fixed order (English adds MultiNLI's train
+    sentences): no line twice, so no cache sees a line again."""
+    lines = corpus(lang)
+    if lang == "en":
+        for row in _lines(str(DATA / "mnli_en" / "mnli_train.tsv"))[1:]:
+            lines += row.split("\t")[:2]
+    seen: set[str] = set()
+    return [x for x in lines if x.strip() and not (x in seen or seen.add(x))]
+
+
+def make_input(lang: str, mb: float, times: int, distinct: bool = False) -> Path:
+    """`times` x `mb` MB of the language's text: its corpus repeated, or (`distinct`) its distinct lines only,
+    as many as there are up to that size (the size reached is printed)."""
+    if distinct:
+        path = BENCH / "text" / f"in.{lang}.{mb:g}mb.x{times}.distinct.txt"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            out, size = [], 0
+            for line in distinct_lines(lang):
+                if size >= int(mb * 1e6) * times:
+                    break
+                out.append(line)
+                size += len(line.encode("utf-8")) + 1
+            path.write_text("\n".join(out) + "\n", encoding="utf-8")
+        return path
     path = BENCH / "text" / f"in.{lang}.{mb:g}mb.x{times}.txt"
     if path.is_file():
         return path
@@ -237,6 +262,9 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=10.0, help="MB of input per language (end to end)")
     ap.add_argument("--repeat", type=int, default=1, help="interleaved runs; the best wall time of each side is kept")
     ap.add_argument("--no-4x", action="store_true", help="skip the 4x-input memory run")
+    ap.add_argument("--distinct", action="store_true",
+                    help="distinct lines only (no line repeated: repeated text flatters caches); smaller than --mb "
+                         "where the shared text of a language is")
     ap.add_argument("--xlp-root", type=Path, help="time the xlp of another source tree (built extensions included)")
     args = ap.parse_args()
     global XLP, CWD
@@ -258,7 +286,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} "
           f"(ratios of CPU seconds are less sensitive to other load than wall-clock ratios)", flush=True)
     for lang in args.langs.split(","):
-        src = make_input(lang, args.mb, 1)
+        src = make_input(lang, args.mb, 1, args.distinct)
         mb = round(src.stat().st_size / 1e6, 2)
         print(f"[{lang}] {mb} MB, {sum(1 for _ in open(src, 'rb')):,} lines", flush=True)
         best: dict = {}
@@ -295,7 +323,7 @@ def main() -> None:
         print(f"  bpe apply ({b['mb']} MB): fast {b['fast']['wall']} s (CPU {b['fast']['cpu']} s), xlp {b['xlp']['wall']} s "
               f"(CPU {b['xlp']['cpu']} s): {b['ratio']}x wall, {b['ratio_cpu']}x CPU, identical: {b['identical']}", flush=True)
         if not args.no_4x:
-            big = make_input(lang, args.mb, 4)
+            big = make_input(lang, args.mb, 4, args.distinct)
             r["xlp_4x"] = xlp_prepare(lang, big, work / f"prep4.{lang}", memory=True)
             shutil.rmtree(work / f"prep4.{lang}", ignore_errors=True)
             shutil.rmtree(work / f"prep4.{lang}-ids", ignore_errors=True)

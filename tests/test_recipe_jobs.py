@@ -107,6 +107,33 @@ def test_a_failing_stage_is_one_line_and_the_others_finish(tmp_path, src):
     assert (tmp_path / "fail" / "pretrain" / "xlp" / "manifest.json").is_file()  # the independent stage finished
 
 
+def test_stage_processes_end_when_xlp_run_is_killed_alone(tmp_path, src):
+    """A SIGKILL to `xlp run` alone (not its group) once left its stage processes training on, orphaned."""
+    import signal
+    import time
+
+    import psutil
+
+    runs = [("additive", "additive", 100_000, ["en", "fr"]), ("xlp", "xlp", 100_000, ["en", "fr"])]
+    parent = subprocess.Popen([sys.executable, "-m", "xlp_cli", "run", str(_recipe(tmp_path, src, "orphans", runs)),
+                               "--jobs", "2"], cwd=REPO, env={**os.environ, "XLP_QUIET": "1"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    try:
+        while not (tmp_path / "orphans" / "logs" / "pretrain.xlp.log").is_file():
+            assert parent.poll() is None and time.time() < deadline, "the pre-trainings did not start"
+            time.sleep(0.1)
+        stages = [c for c in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+        assert stages, "no stage process found"
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    gone, alive = psutil.wait_procs(stages, timeout=30)
+    for p in alive:
+        p.kill()
+    assert not alive, f"stage processes outlived xlp run: {[p.pid for p in alive]}"
+
+
 def test_jobs_must_be_positive(tmp_path):
     r = _xlp("run", str(tmp_path / "r.toml"), "--jobs", "0")
     assert r.returncode == 2 and "--jobs" in r.stderr and "Traceback" not in r.stderr

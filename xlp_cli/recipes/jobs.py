@@ -30,11 +30,29 @@ from xlp_cli.stages.exits import run_guarded
 ERROR_PREFIX = "xlp: error: "
 
 
-def _child(run_path: str, cfg: Any, log: str) -> None:
+def _die_with_parent(parent: int) -> None:
+    """End this stage process when `xlp run` ends, however it ends (a SIGTERM or SIGKILL to it alone, not to its
+    group, once left stages training on for hours): Linux's PR_SET_PDEATHSIG sends it SIGTERM then. The stage's
+    writes are atomic, so a rerun resumes it as after any kill. Elsewhere a no-op."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent was gone before the call
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _child(run_path: str, cfg: Any, log: str, parent: int) -> None:
     """Run one stage with stdout and stderr in its log, its summary as JSON beside it; exit with its code."""
     import sys
 
     import typer
+
+    _die_with_parent(parent)
 
     os.environ.pop("XLP_QUIET", None)  # the log always gets the stage's progress lines (XLP_QUIET is for terminals)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
@@ -111,7 +129,7 @@ def run_parallel(plan: list[str], nodes: dict[str, Any], *, selected: list[str],
                     continue
                 log = logs / f"{ready}.log"
                 log.with_suffix(".summary.json").unlink(missing_ok=True)
-                proc = ctx.Process(target=_child, args=(run_path(node), node.cfg, str(log)), name=ready)
+                proc = ctx.Process(target=_child, args=(run_path(node), node.cfg, str(log), os.getpid()), name=ready)
                 proc.start()
                 running[ready] = (proc, time.time(), log)
                 ui.info(f"[run] {ready}: running -> {node.cfg.out} (log: {log})")
