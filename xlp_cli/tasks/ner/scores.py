@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from xlp_cli.core import config as cfgmod, ui
 from xlp_cli.core.errors import BadInput
+from xlp_cli.tasks.pos.scores import same_length_tag_lists
 from xlp_cli.tasks.xnli import report
 from xlp_cli.tasks.xnli.report import rich_table
 from xlp_cli.tasks.xnli.scores import MARK_RULE, collect, prediction_rows, score
@@ -71,14 +72,9 @@ def entity_f1(pairs: Iterable[tuple[list[str], list[str]]]) -> tuple[float, int]
     return 100.0 * 2 * p * r / (p + r), n_gold
 
 
-def _same_length_lists(gold: Any, pred: Any) -> None:
-    if not isinstance(gold, list) or not isinstance(pred, list) or len(gold) != len(pred):
-        raise TypeError("'gold' and 'pred' must be tag lists of the same length")
-
-
 def f1_of_file(path: Path) -> tuple[float, int]:
     """(entity F1 in %, gold entities) of one NER predictions file."""
-    f1, n = entity_f1(prediction_rows(path, _same_length_lists))
+    f1, n = entity_f1(prediction_rows(path, same_length_tag_lists))
     if n == 0:
         raise BadInput("predictions file has no gold entity to score", path=path)
     return f1, n

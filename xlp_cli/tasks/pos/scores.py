@@ -34,7 +34,8 @@ def token_accuracy(pairs: Iterable[tuple[list[str], list[str]]]) -> tuple[float,
     return (100.0 * correct / total if total else float("nan")), total
 
 
-def _same_length_lists(gold: Any, pred: Any) -> None:
+def same_length_tag_lists(gold: Any, pred: Any) -> None:
+    """The row check of a tagging predictions file (POS, NER): `gold` and `pred` are tag lists of one length."""
     if not isinstance(gold, list) or not isinstance(pred, list) or len(gold) != len(pred):
         raise TypeError("'gold' and 'pred' must be tag lists of the same length")
 
@@ -42,7 +43,7 @@ def _same_length_lists(gold: Any, pred: Any) -> None:
 def accuracy_of_file(path: Path) -> tuple[float, int]:
     """(word accuracy in %, scored words) of one POS predictions file."""
 
-    acc, n = token_accuracy(prediction_rows(path, _same_length_lists))
+    acc, n = token_accuracy(prediction_rows(path, same_length_tag_lists))
     if n == 0:
         raise BadInput("predictions file has no scored word", path=path)
     return acc, n
