@@ -11,14 +11,11 @@ remembers the first position, and the run reports them.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
-from xlp_cli.artifacts.shards import read_shard, write_shard
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.pawsx.lines import find, text_lines
 from xlp_cli.tasks.pos import data as pd
@@ -121,20 +118,5 @@ def encode(sents: list[NerSentence], text_encoder, lang: str, max_len: int) -> N
 
 def cached_encode(cache: Path, sents: list[NerSentence], text_encoder, lang: str, max_len: int) -> NerTagged:
     """Encode once; other seeds and reruns read the Parquet cache (keyed by the sentences and max_len)."""
-    h = hashlib.sha256(f"{max_len}\n".encode("utf-8"))
-    for s in sents:
-        h.update((s.id + "\t" + " ".join(f"{w}/{t}" for w, t in zip(s.words, s.tags)) + "\n").encode("utf-8"))
-    path = cache.with_name(f"{cache.name}.{h.hexdigest()[:12]}.parquet")
-    if path.is_file():
-        t = read_shard(path)
-        return NerTagged(ids=[np.asarray(x, np.int32) for x in t.column("ids").to_pylist()],
-                         first=[np.asarray(x, np.int32) for x in t.column("first").to_pylist()],
-                         gold=t.column("gold").to_pylist(), sent_ids=t.column("id").to_pylist(), lang=lang)
-    enc = encode(sents, text_encoder, lang, max_len)
-    write_shard(path, pa.table({
-        "id": pa.array(enc.sent_ids, pa.string()),
-        "ids": pa.array([x.tolist() for x in enc.ids], pa.list_(pa.int32())),
-        "first": pa.array([x.tolist() for x in enc.first], pa.list_(pa.int32())),
-        "gold": pa.array(enc.gold, pa.list_(pa.string())),
-    }))
-    return enc
+    key = (s.id + "\t" + " ".join(f"{w}/{t}" for w, t in zip(s.words, s.tags)) for s in sents)
+    return pd.cached_tagged(cache, key, max_len, lang, lambda: encode(sents, text_encoder, lang, max_len), NerTagged)

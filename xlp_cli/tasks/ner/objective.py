@@ -9,23 +9,12 @@ import torch
 
 from xlp_cli.tasks.ner import data as nd
 from xlp_cli.tasks.ner.scores import entity_f1
-from xlp_cli.tasks.pos import data as pd
-from xlp_cli.tasks.pos.objective import Tag
-from xlp_cli.tasks.xnli.data import eval_batches
+from xlp_cli.tasks.pos.objective import Tag, predict as tag_words
 
 
-@torch.no_grad()
 def predict(model: torch.nn.Module, enc: nd.NerTagged, lang: int, device: torch.device, bs: int) -> list[list[str]]:
-    """Predicted BIO tag per word (in the order of `enc`); "" for words past max_len."""
-    model.eval()
-    out: list[list[str]] = [[] for _ in range(len(enc))]
-    for rows, ids, mask in eval_batches(enc, bs):
-        logits = model(ids.to(device), torch.full((len(rows),), lang, dtype=torch.long, device=device), mask.to(device))
-        best = logits.argmax(-1).cpu().numpy()
-        for k, r in enumerate(rows):
-            tags = [nd.TAGS[int(t)] for t in pd.gather(best[k], enc.first[r])]
-            out[r] = tags + [""] * (len(enc.gold[r]) - len(tags))
-    return out
+    """Predicted BIO tag per word (in the order of `enc`); "" for words past max_len (POS's tagger, NER's labels)."""
+    return tag_words(model, enc, lang, device, bs, nd.TAGS)
 
 
 class TagEntities(Tag):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,8 @@ from xlp_cli.artifacts.shards import read_shard, write_shard
 from xlp_cli.artifacts.special_ids import EOS, UNK
 from xlp_cli.core.errors import BadInput
 from xlp_cli.tasks.conllu import UPOS, Sentence, read_conllu, upos_v2
+
+T = TypeVar("T", bound="Tagged")
 
 IGNORE = -100
 TAG_IDS = {t: i for i, t in enumerate(UPOS)}
@@ -125,16 +128,24 @@ def encode(sents: list[tuple[Path, Sentence]], text_encoder, lang: str, max_len:
 
 def cached_encode(cache: Path, sents: list[tuple[Path, Sentence]], text_encoder, lang: str, max_len: int) -> Tagged:
     """Encode once; other seeds and reruns read the Parquet cache (keyed by the sentences and max_len)."""
+    key = (s.id + "\t" + " ".join(f"{w.form}/{w.upos}" for w in s.words) for _, s in sents)
+    return cached_tagged(cache, key, max_len, lang, lambda: encode(sents, text_encoder, lang, max_len), Tagged)
+
+
+def cached_tagged(cache: Path, key_lines: Iterable[str], max_len: int, lang: str, build: Callable[[], T],
+                  cls: type[T]) -> T:
+    """The tagging examples of one (split, language) from their Parquet cache beside `cache` (named by a hash of
+    max_len and one key line per sentence), else `build()` written there first (POS and NER share it)."""
     h = hashlib.sha256(f"{max_len}\n".encode("utf-8"))
-    for _, s in sents:
-        h.update((s.id + "\t" + " ".join(f"{w.form}/{w.upos}" for w in s.words) + "\n").encode("utf-8"))
+    for line in key_lines:
+        h.update((line + "\n").encode("utf-8"))
     path = cache.with_name(f"{cache.name}.{h.hexdigest()[:12]}.parquet")
     if path.is_file():
         t = read_shard(path)
-        return Tagged(ids=[np.asarray(x, np.int32) for x in t.column("ids").to_pylist()],
-                      first=[np.asarray(x, np.int32) for x in t.column("first").to_pylist()],
-                      gold=t.column("gold").to_pylist(), sent_ids=t.column("id").to_pylist(), lang=lang)
-    enc = encode(sents, text_encoder, lang, max_len)
+        return cls(ids=[np.asarray(x, np.int32) for x in t.column("ids").to_pylist()],
+                   first=[np.asarray(x, np.int32) for x in t.column("first").to_pylist()],
+                   gold=t.column("gold").to_pylist(), sent_ids=t.column("id").to_pylist(), lang=lang)
+    enc = build()
     write_shard(path, pa.table({
         "id": pa.array(enc.sent_ids, pa.string()),
         "ids": pa.array([x.tolist() for x in enc.ids], pa.list_(pa.int32())),

@@ -5,7 +5,7 @@ that picks the best checkpoint; `predict` tags sentences with a model (selection
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,15 +19,16 @@ from xlp_cli.train.runtime import Runtime
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, enc: pd.Tagged, lang: int, device: torch.device, bs: int) -> list[list[str]]:
-    """Predicted UPOS per word (in the order of `enc`); "" for words past max_len."""
+def predict(model: torch.nn.Module, enc: pd.Tagged, lang: int, device: torch.device, bs: int,
+            labels: Sequence[str] = conllu.UPOS) -> list[list[str]]:
+    """Predicted label per word (UPOS, or NER's BIO `labels`), in the order of `enc`; "" for words past max_len."""
     model.eval()
     out: list[list[str]] = [[] for _ in range(len(enc))]
     for rows, ids, mask in eval_batches(enc, bs):
         logits = model(ids.to(device), torch.full((len(rows),), lang, dtype=torch.long, device=device), mask.to(device))
         best = logits.argmax(-1).cpu().numpy()
         for k, r in enumerate(rows):
-            tags = [conllu.UPOS[int(t)] for t in pd.gather(best[k], enc.first[r])]
+            tags = [labels[int(t)] for t in pd.gather(best[k], enc.first[r])]
             out[r] = tags + [""] * (len(enc.gold[r]) - len(tags))
     return out
 
