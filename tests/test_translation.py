@@ -285,3 +285,40 @@ def test_two_process_gloo_run_then_single_process_resume(slice200, tmp_path):
     assert [r["world_size"] for r in rows if r["event"] == "train"] == [2, 2, 2, 2, 1, 1]
     meta = json.loads((run / "seed-1" / "checkpoints" / "last" / "meta.json").read_text())
     assert meta["step"] == 6 and meta["objective"]["batcher"]["draws"] == 10
+
+
+@pytest.mark.slow
+def test_pivot_baseline_translates_the_zero_shot_sources_through_the_pivot(shared_data, tmp_path):
+    """pipelines/pivot_baseline.py on a many-to-many run with zero-shot de-fr: the direct scores are the ones
+    finetune recorded for the same rows, and the pivot output is `xlp translate` de->en, then of that English
+    text en->fr, through the run's model."""
+    import subprocess
+    import sys
+
+    ids = mt_fixture.build(tmp_path / "data", shared_data, {
+        "de-en": {"train": ("train", 0, 300, 60), "test": ("test_2016_flickr", 0, 6)},
+        "fr-en": {"train": ("train", 300, 300, 60), "test": ("test_2016_flickr", 6, 6)},
+        "de-fr": {"test": ("test_2016_flickr", 12, 6)}}, max_words=12)
+    ft = tmp_path / "univ"
+    r = run_cli("finetune", "--task", "translation", "--data", ids, "--out", ft, "--preset", "tiny",
+                "--lang-encoding", "attaching", "--mix", "many-to-many", "--directions", "de-en,en-de,fr-en,en-fr",
+                "--zero-shot", "de-fr", "--lang", "de,en,fr", "--max-steps", "4", "--warmup", "0",
+                "--valid-every", "4", "--beam", "1", "--threads", "1")
+    assert r.exit_code == 0, r.output
+    script = Path(__file__).resolve().parent.parent / "pipelines" / "pivot_baseline.py"
+    done = subprocess.run([sys.executable, str(script), "--run", str(ft), "--via", "en", "--threads", "1"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "seed-1 test de-fr: direct" in done.stdout
+    res = json.loads((ft / "pivot-en" / "results.json").read_text())
+    finetune = json.loads((ft / "seed-1" / "results.json").read_text())["bleu"]["test"]["de-fr"]
+    scores = res["bleu"]["seed-1"]["de-fr"]
+    assert {k: scores["direct"][k] for k in finetune} == finetune
+    assert scores["pivot"]["n"] == finetune["n"] > 0 and 0 <= scores["pivot"]["on_target"] <= 1
+    rows = [json.loads(line) for line in (ft / "pivot-en" / "seed-1.test.de-fr.jsonl").read_text().splitlines()]
+    src = tmp_path / "via.en"
+    src.write_text("".join(row["via"] + "\n" for row in rows), encoding="utf-8")
+    out = tmp_path / "pivot.fr"
+    r = run_cli("translate", src, "--model", ft, "--src-lang", "en", "--tgt-lang", "fr", "--beam", "1", "--output", out)
+    assert r.exit_code == 0, r.output
+    assert out.read_text(encoding="utf-8").splitlines() == [row["hyp"] for row in rows]
