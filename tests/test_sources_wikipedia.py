@@ -36,11 +36,12 @@ def test_plain_dump_articles_only_and_clean_text():
     assert errors.warnings == [] and not errors.skipped
 
 
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["inline", "read-ahead"])
 @pytest.mark.parametrize("compress", [bz2.compress, lzma.compress, gzip.compress], ids=["bz2", "xz", "gz"])
-def test_compressed_dumps(tmp_path, compress):
+def test_compressed_dumps(tmp_path, compress, read_ahead):
     path = tmp_path / "dewiki-20240101-pages-articles.xml.cmp"
     path.write_bytes(compress(TINY.read_bytes()))
-    recs, _ = read_all("wikipedia", [path])
+    recs, _ = read_all("wikipedia", [path], read_ahead=read_ahead)
     assert [r.text for r in recs] == EXPECTED
 
 
@@ -62,7 +63,8 @@ def test_truncated_dump_keeps_complete_pages_and_warns(tmp_path):
     assert len(errors.warnings) == 1 and "truncated dump" in errors.warnings[0] and "dewiki-cut.xml.xz" in errors.warnings[0]
 
 
-def test_truncated_compressed_stream_is_a_truncated_dump(tmp_path):
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["inline", "read-ahead"])
+def test_truncated_compressed_stream_is_a_truncated_dump(tmp_path, read_ahead):
     raw = TINY.read_text(encoding="utf-8")
     head, rest = raw.split("  <page>", 1)
     pages = "  <page>" + rest.rsplit("</mediawiki>", 1)[0]
@@ -72,7 +74,7 @@ def test_truncated_compressed_stream_is_a_truncated_dump(tmp_path):
     data = lzma.compress(many.encode("utf-8"))
     path = tmp_path / "dewiki-cut.xml.xz"
     path.write_bytes(data[: len(data) // 2])
-    recs, errors = read_all("wikipedia", [path])
+    recs, errors = read_all("wikipedia", [path], read_ahead=read_ahead)
     assert len(errors.warnings) == 1 and "truncated dump" in errors.warnings[0]
     assert 0 < len(recs) < 100 * len(EXPECTED) and {r.text for r in recs} <= set(EXPECTED)
 
@@ -168,3 +170,38 @@ def test_memory_stays_flat_with_dump_size(tmp_path):
         tracemalloc.stop()
         assert count == n * len(EXPECTED)
     assert peaks[1] < 1.3 * peaks[0], peaks  # 4x the pages, not 4x the memory: pages are cleared as read
+
+
+def test_read_ahead_gives_the_same_bytes_and_the_error_where_the_data_breaks(tmp_path):
+    """sources/_files.ReadAhead: the decompressed bytes of a stream read in a thread ahead of the reader are the
+    bytes read inline; a corrupt stream raises after exactly the bytes it gave inline; closing it half-way
+    stops its thread."""
+    from xlp_cli.prepare.sources._files import ReadAhead, open_binary
+
+    rng = random.Random(1)
+    data = b"".join(rng.randbytes(1000) + bytes(3000) for _ in range(300))  # 1.2 MB, partly compressible
+    good = tmp_path / "good.bz2"
+    good.write_bytes(bz2.compress(data))
+    bad = tmp_path / "bad.bz2"
+    blob = bytearray(bz2.compress(data))
+    blob[len(blob) // 2] ^= 0xFF
+    bad.write_bytes(bytes(blob))
+
+    def drain(f):
+        got, error = bytearray(), None
+        try:
+            while block := f.read1(1 << 14):
+                got += block
+        except OSError as e:
+            error = type(e)
+        finally:
+            f.close()
+        return bytes(got), error
+
+    assert drain(ReadAhead(open_binary(good))) == drain(open_binary(good)) == (data, None)
+    inline, ahead = drain(open_binary(bad)), drain(ReadAhead(open_binary(bad)))
+    assert inline[1] is OSError and ahead == inline and 0 < len(ahead[0]) < len(data)
+    f = ReadAhead(open_binary(good), depth=2)
+    assert f.read1() and f.thread.is_alive()
+    f.close()
+    assert not f.thread.is_alive()

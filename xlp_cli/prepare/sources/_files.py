@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import lzma
 import os
+import queue
 import re
+import threading
 import zipfile
 import zlib
 from pathlib import Path
@@ -69,6 +71,60 @@ def open_binary(path: Path) -> BinaryIO:
         return compressed.decompressed(raw, kind, str(path)) if kind else raw
     except OSError as e:
         raise BadInput(f"cannot open: {e.strerror or e}", path=path) from None
+
+
+class ReadAhead:
+    """`f.read1` run in a thread of its own, up to `depth` blocks ahead of the reader: the decompression of a
+    compressed input (libbz2, zlib and liblzma release the GIL) overlaps the parsing of the blocks before it.
+    The same bytes in the same order; an exception of `f` is raised at the place of the block it cut short.
+    `close()` stops the thread and closes `f`. Used by `xlp prepare --workers N` (N > 1) for Wikipedia dumps."""
+
+    BLOCK = 1 << 16
+
+    def __init__(self, f: Any, depth: int = 16):
+        self.f = f
+        self.blocks: queue.Queue = queue.Queue(depth)
+        self.stopping = threading.Event()
+        self.ended = False
+        self.thread = threading.Thread(target=self._fill, name="xlp-read-ahead", daemon=True)
+        self.thread.start()
+
+    def _fill(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                data = self.f.read1(self.BLOCK)
+                self._put((data, None))
+                if not data:
+                    return
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, raised there
+            self._put((b"", e))
+
+    def _put(self, item: tuple[bytes, BaseException | None]) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.blocks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def read1(self, n: int = -1) -> bytes:
+        """The next block (of up to 64 KiB, whatever `n`), b"" at the end."""
+        if self.ended:
+            return b""
+        data, error = self.blocks.get()
+        if error is not None:
+            self.ended = True
+            raise error
+        if not data:
+            self.ended = True
+        return data
+
+    read = read1
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self.f.close()
 
 
 def archive_problem(e: BaseException) -> str:

@@ -35,7 +35,14 @@ from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
 from xlp_cli.prepare.records import ErrorPolicy, Mono, RawPage, RecordProblem, SourceOptions, Split
 from xlp_cli.prepare.sources import expand_inputs, wikipedia_multistream as multistream
-from xlp_cli.prepare.sources._files import TolerantStream, archive_problem, compression, data_files, open_binary
+from xlp_cli.prepare.sources._files import (
+    ReadAhead,
+    TolerantStream,
+    archive_problem,
+    compression,
+    data_files,
+    open_binary,
+)
 from xlp_cli.prepare.sources.wikipedia_text import DEFAULT_LINK_NAMESPACES, page_lines
 
 NAME = "wikipedia"
@@ -113,6 +120,8 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
     defer = opts.defer_pages and not opts.max_records  # --max-records stops after exactly N paragraphs: count here
     pages = 0
     stream = opener() if opener is not None else open_binary(path)
+    if opts.read_ahead and (opener is not None or compression(path)):
+        stream = ReadAhead(stream)  # (with --workers N: the main thread parses while another decompresses)
     reader = TolerantStream(stream)
     root: ET.Element | None = None
 
