@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import torch
 
+from xlp_cli.core.handoff import put_unless_stopped
 from xlp_cli.train.objectives.base import Objective
 
 
@@ -77,14 +78,8 @@ class Prefetcher:
     def _work(self) -> None:
         try:
             for step in range(self.next_step, self.stop):
-                item = (step, *self._build(step))
-                while not self._closing.is_set():
-                    try:
-                        self._queue.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if self._closing.is_set():
+                handed = put_unless_stopped(self._queue, (step, *self._build(step)), self._closing)
+                if not handed or self._closing.is_set():
                     return
         except BaseException as e:  # noqa: BLE001 - handed to the loop's thread, which raises it as its own
             self._queue.put(e)

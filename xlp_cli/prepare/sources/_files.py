@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from xlp_cli.core.errors import BadInput
+from xlp_cli.core.handoff import put_unless_stopped
 from xlp_cli.prepare.records import ErrorPolicy
 from xlp_cli.prepare.sources import compressed
 
@@ -93,19 +94,10 @@ class ReadAhead:
         try:
             while not self.stopping.is_set():
                 data = self.f.read1(self.BLOCK)
-                self._put((data, None))
-                if not data:
+                if not put_unless_stopped(self.blocks, (data, None), self.stopping) or not data:
                     return
         except BaseException as e:  # noqa: BLE001 - handed to the reader, raised there
-            self._put((b"", e))
-
-    def _put(self, item: tuple[bytes, BaseException | None]) -> None:
-        while not self.stopping.is_set():
-            try:
-                self.blocks.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+            put_unless_stopped(self.blocks, (b"", e), self.stopping)
 
     def read1(self, n: int = -1) -> bytes:
         """The next block (of up to 64 KiB, whatever `n`), b"" at the end."""
