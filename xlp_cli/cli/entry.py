@@ -24,9 +24,9 @@ def main() -> None:
     # pools; chosen before pyarrow loads, it is never set up (peak RSS of `xlp prepare --bpe-from` on 40 MB:
     # 252-258 MB -> 215-225 MB). A value set by the user wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    # numpy's OpenBLAS starts a thread per core at import, which spin-waits for work no stage gives it (xlp's numpy
-    # code is element-wise; torch uses MKL): ~3% of the CPU of `xlp prepare` on a Wikipedia dump. A value set by
-    # the user wins.
+    # numpy's OpenBLAS starts a thread per core at import, which spin-waits: ~3% of the CPU of `xlp prepare` on a
+    # Wikipedia dump, for nothing (xlp's numpy products are small: retrieval's and the analyses' similarity matrices
+    # of a few thousand rows; torch, which does the heavy algebra, uses MKL). A value set by the user wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from xlp_cli.cli.app import main as cli_main  # (after the Ctrl-C handler is in place)
