@@ -58,6 +58,8 @@ def on_target(hyps: list[str], lang: str) -> float:
 
 
 def pivot_run(run: Path, via: str, split: str, threads: int = 0) -> dict[str, dict[str, dict]]:
+    if not (run / "manifest.json").is_file():
+        raise SystemExit(f"{run}: not a finished `xlp finetune --task translation` folder (no manifest.json)")
     manifest = json.loads((run / "manifest.json").read_text())
     config = manifest.get("config", {})
     beam, lp = int(config.get("beam", 5)), float(config.get("length-penalty", 1.2))
@@ -73,6 +75,8 @@ def pivot_run(run: Path, via: str, split: str, threads: int = 0) -> dict[str, di
             if via in (s, t):
                 continue
             pred = seed_dir / "predictions" / f"{split}.{d}.jsonl"
+            if not pred.is_file():
+                raise SystemExit(f"{pred}: no predictions of the zero-shot direction {d} (has the run finished?)")
             direct = [json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()]
             with tempfile.TemporaryDirectory() as tmp:
                 first = translate(seed_dir, [r["source"] for r in direct], s, via, beam, lp, Path(tmp), threads)

@@ -26,13 +26,13 @@ import re
 import stat
 import struct
 import tarfile
-import zipfile
 import zlib
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from reliability_corpus import GOOD, MOSES, Ctx, _first_shard, _wet, case, damaged_prepare, learn, prep, source
+from sources_helpers import zip_bytes
 
 from xlp_cli.bpe.config import BpeApplyConfig, BpeLearnConfig
 from xlp_cli.core.config import _base_type, field_types
@@ -281,22 +281,6 @@ for _stage, _args in (("bpe-learn", ["bpe", "learn", "--codes", "50"]), ("vocab-
 
 
 # ------------------------------------------------------------------ bounded readers
-def _zip_bytes(members: dict[str, bytes], flag: int = 0, method: int | None = None) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, value in members.items():
-            zf.writestr(name, value)
-    data = bytearray(buf.getvalue())
-    for sig, flag_at, method_at in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
-        at = data.find(sig)
-        while at >= 0:
-            struct.pack_into("<H", data, at + flag_at, struct.unpack_from("<H", data, at + flag_at)[0] | flag)
-            if method is not None:
-                struct.pack_into("<H", data, at + method_at, method)
-            at = data.find(sig, at + 4)
-    return bytes(data)
-
-
 def _wiki(lang: str = "en") -> bytes:
     pages = "".join(f"<page><title>T{i}</title><ns>0</ns><id>{i}</id><revision><text>{'Word and more words. ' * 30}"
                     f"</text></revision></page>" for i in range(20))
@@ -320,11 +304,11 @@ for _kind, _compress in COMPRESS.items():
         c, c.file(f"a.{k}", f(GOOD_B * 4)), extra=("--max-member-bytes", "4096")))
 case("cap-expansion-wet-gz")(lambda c: source(c, "commoncrawl", c.file("a.wet.gz", gzip.compress(
     _wet(["An English page about the weather and rain. " * 200] * 300))), "--max-expansion", "2"))
-case("cap-expansion-zip-member")(lambda c: source(c, "opus", c.file("c.zip", _zip_bytes(
+case("cap-expansion-zip-member")(lambda c: source(c, "opus", c.file("c.zip", zip_bytes(
     {"c.en-fr.en": GOOD_B * 1500, "c.en-fr.fr": GOOD_B * 1500})), "--max-expansion", "2", lang="en,fr"))
-case("cap-member-bytes-zip")(lambda c: source(c, "opus", c.file("c.zip", _zip_bytes(MOSES)), "--max-member-bytes",
+case("cap-member-bytes-zip")(lambda c: source(c, "opus", c.file("c.zip", zip_bytes(MOSES)), "--max-member-bytes",
                                               "1000", lang="en,fr"))
-case("cap-gz-inside-zip")(lambda c: source(c, "opus", c.file("c.zip", _zip_bytes(
+case("cap-gz-inside-zip")(lambda c: source(c, "opus", c.file("c.zip", zip_bytes(
     {"c.en-fr.en.gz": gzip.compress(GOOD_B * 1500), "c.en-fr.fr.gz": gzip.compress(GOOD_B * 1500)})),
     "--max-expansion", "2", lang="en,fr"))
 
@@ -347,10 +331,10 @@ def _zip_bomb(c: Ctx) -> list:
 
 
 case("cap-zip-bomb-default-limits")(_zip_bomb)
-case("zip-encrypted-member")(lambda c: source(c, "opus", c.file("c.zip", _zip_bytes(MOSES, flag=0x1)), lang="en,fr"))
-case("zip-unknown-method")(lambda c: source(c, "opus", c.file("c.zip", _zip_bytes(MOSES, method=99)), lang="en,fr"))
+case("zip-encrypted-member")(lambda c: source(c, "opus", c.file("c.zip", zip_bytes(MOSES, flag=0x1)), lang="en,fr"))
+case("zip-unknown-method")(lambda c: source(c, "opus", c.file("c.zip", zip_bytes(MOSES, method=99)), lang="en,fr"))
 case("zip-encrypted-member-skip", expect="skip")(lambda c: source(
-    c, "opus", c.file("c.zip", _zip_bytes(MOSES, flag=0x1)), c.file("d.en-fr.en", GOOD), c.file("d.en-fr.fr", GOOD),
+    c, "opus", c.file("c.zip", zip_bytes(MOSES, flag=0x1)), c.file("d.en-fr.en", GOOD), c.file("d.en-fr.fr", GOOD),
     "--on-error", "skip", lang="en,fr"))
 
 

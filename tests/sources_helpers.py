@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import struct
+import zipfile
 from pathlib import Path
 
 from xlp_cli.prepare.records import ErrorPolicy, Mono, Pair, SourceOptions
@@ -23,3 +26,21 @@ def monos(recs):
 
 def pairs(recs):
     return [r for r in recs if isinstance(r, Pair)]
+
+
+def zip_bytes(members: dict[str, bytes], flag: int = 0, method: int | None = None) -> bytes:
+    """A deflated zip of `members`, with a general-purpose flag bit (`flag`, e.g. 0x1: encrypted) and/or a
+    compression method number (`method`) set in every local and central header."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, value in members.items():
+            zf.writestr(name, value)
+    data = bytearray(buf.getvalue())
+    for sig, flag_at, method_at in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
+        at = data.find(sig)
+        while at >= 0:
+            struct.pack_into("<H", data, at + flag_at, struct.unpack_from("<H", data, at + flag_at)[0] | flag)
+            if method is not None:
+                struct.pack_into("<H", data, at + method_at, method)
+            at = data.find(sig, at + 4)
+    return bytes(data)

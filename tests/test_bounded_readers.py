@@ -13,11 +13,11 @@ import lzma
 import struct
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 from bpe_fixtures import make_prepared
+from sources_helpers import zip_bytes
 
 from xlp_cli.artifacts.shards import verify_shards
 from xlp_cli.core.errors import BadInput
@@ -95,25 +95,6 @@ def test_a_bomb_is_refused_after_a_bounded_amount_of_output(tmp_path):
         compressed.configure(*old)
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-    return buf.getvalue()
-
-
-def _patch_headers(data: bytes, flag: int = 0, method: int | None = None) -> bytes:
-    """Set a general-purpose flag bit (and the method) in every local and central header of a zip."""
-    out = bytearray(data)
-    for sig, flag_at, method_at in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
-        at = out.find(sig)
-        while at >= 0:
-            struct.pack_into("<H", out, at + flag_at, struct.unpack_from("<H", out, at + flag_at)[0] | flag)
-            if method is not None:
-                struct.pack_into("<H", out, at + method_at, method)
-            at = out.find(sig, at + 4)
-    return bytes(out)
 
 
 MOSES = {"c.en-fr.en": GOOD, "c.en-fr.fr": GOOD.replace(b"Hello", b"Bonjour")}
@@ -121,14 +102,14 @@ MOSES = {"c.en-fr.en": GOOD, "c.en-fr.fr": GOOD.replace(b"Hello", b"Bonjour")}
 
 def test_zip_members_encrypted_unknown_or_too_large_are_refused_with_one_line(tmp_path):
     z = tmp_path / "c.zip"
-    z.write_bytes(_patch_headers(_zip(MOSES), flag=0x1))
+    z.write_bytes(zip_bytes(MOSES, flag=0x1))
     assert "encrypted" in one_error(prepare(tmp_path, z, source="opus", lang="en,fr"))
-    z.write_bytes(_patch_headers(_zip(MOSES), method=99))
+    z.write_bytes(zip_bytes(MOSES, method=99))
     assert "compression method 99" in one_error(prepare(tmp_path, z, source="opus", lang="en,fr"))
-    z.write_bytes(_zip({"c.en-fr.en": b"x " * (4 << 20), "c.en-fr.fr": GOOD}))  # 8 MiB in ~8 KB
+    z.write_bytes(zip_bytes({"c.en-fr.en": b"x " * (4 << 20), "c.en-fr.fr": GOOD}))  # 8 MiB in ~8 KB
     err = one_error(prepare(tmp_path, z, source="opus", lang="en,fr", extra=("--max-expansion", "5")))
     assert "c.en-fr.en" in err and "--max-expansion" in err
-    z.write_bytes(_zip(MOSES))
+    z.write_bytes(zip_bytes(MOSES))
     res = prepare(tmp_path, z, source="opus", lang="en,fr")
     assert res.returncode == 0, res.stderr
 
