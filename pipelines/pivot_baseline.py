@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -32,6 +33,12 @@ from xlp_cli.prepare.sources.commoncrawl import identify  # noqa: E402
 from xlp_cli.tasks.translation.finetune import quick_bleu  # noqa: E402
 
 XLP = Path(sys.executable).parent / "xlp"
+
+
+def bad(message: str) -> NoReturn:
+    """Bad input or usage: one line on stderr, exit 2 (the CLI's convention)."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def translate(model: Path, lines: list[str], src: str, tgt: str, beam: int, length_penalty: float,
@@ -44,10 +51,11 @@ def translate(model: Path, lines: list[str], src: str, tgt: str, beam: int, leng
            "--output", str(out), "--threads", str(threads)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr.strip()}")
+        print(f"{' '.join(cmd)}: exit {done.returncode}\n{done.stderr.strip()}", file=sys.stderr)
+        sys.exit(done.returncode)  # (xlp translate's own code: 2 bad input, 1 the work failed)
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     if len(rows) != len(lines):
-        raise SystemExit(f"xlp translate gave {len(rows)} lines for {len(lines)}")
+        bad(f"xlp translate gave {len(rows)} lines for {len(lines)}")
     return rows
 
 
@@ -59,13 +67,13 @@ def on_target(hyps: list[str], lang: str) -> float:
 
 def pivot_run(run: Path, via: str, split: str, threads: int = 0) -> dict[str, dict[str, dict]]:
     if not (run / "manifest.json").is_file():
-        raise SystemExit(f"{run}: not a finished `xlp finetune --task translation` folder (no manifest.json)")
+        bad(f"{run}: not a finished `xlp finetune --task translation` folder (no manifest.json)")
     manifest = json.loads((run / "manifest.json").read_text())
     config = manifest.get("config", {})
     beam, lp = int(config.get("beam", 5)), float(config.get("length-penalty", 1.2))
     zero = manifest.get("zero_shot") or []
     if not zero:
-        raise SystemExit(f"{run}: the run has no zero-shot direction (its manifest's zero_shot is empty)")
+        bad(f"{run}: the run has no zero-shot direction (its manifest's zero_shot is empty)")
     out = run / f"pivot-{via}"
     results: dict[str, dict[str, dict]] = {}
     for seed_dir in sorted(run.glob("seed-*")):
@@ -76,7 +84,7 @@ def pivot_run(run: Path, via: str, split: str, threads: int = 0) -> dict[str, di
                 continue
             pred = seed_dir / "predictions" / f"{split}.{d}.jsonl"
             if not pred.is_file():
-                raise SystemExit(f"{pred}: no predictions of the zero-shot direction {d} (has the run finished?)")
+                bad(f"{pred}: no predictions of the zero-shot direction {d} (has the run finished?)")
             direct = [json.loads(line) for line in pred.read_text(encoding="utf-8").splitlines()]
             with tempfile.TemporaryDirectory() as tmp:
                 first = translate(seed_dir, [r["source"] for r in direct], s, via, beam, lp, Path(tmp), threads)

@@ -19,11 +19,18 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xlp_cli.reporting.stats import holm, mde, paired_test, verdict  # noqa: E402
+
+
+def bad(message: str) -> NoReturn:
+    """Bad input or usage: one line on stderr, exit 2 (the CLI's convention)."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def seed_results(folder: Path) -> dict:
@@ -32,20 +39,20 @@ def seed_results(folder: Path) -> dict:
         return json.loads((folder / "results.json").read_text())["bleu"]["test"]
     seeds = sorted(folder.glob("seed-*/results.json"))
     if len(seeds) != 1:
-        raise SystemExit(f"{folder}: {len(seeds)} seed folders; name one seed-* folder per seed")
+        bad(f"{folder}: {len(seeds)} seed folders; name one seed-* folder per seed")
     return json.loads(seeds[0].read_text())["bleu"]["test"]
 
 
 def mean_bleu(test: dict, directions: list[str], folder: str) -> float:
     missing = [d for d in directions if d not in test]
     if missing:
-        raise SystemExit(f"{folder}: no test BLEU for {', '.join(missing)}")
+        bad(f"{folder}: no test BLEU for {', '.join(missing)}")
     return sum(test[d]["bleu"] for d in directions) / len(directions)
 
 
 def verdicts(a: list[Path], b: list[Path], claims: dict[str, list[str]]) -> dict:
     if len(a) != len(b) or not a:
-        raise SystemExit(f"the arms need as many folders each (seeds paired in order): {len(a)} vs {len(b)}")
+        bad(f"the arms need as many folders each (seeds paired in order): {len(a)} vs {len(b)}")
     res_a, res_b = [seed_results(f) for f in a], [seed_results(f) for f in b]
     out = {}
     for name, dirs in claims.items():
@@ -73,7 +80,7 @@ def main() -> None:
     for c in args.claim:
         name, _, dirs = c.partition("=")
         if not dirs:
-            raise SystemExit(f"--claim {c!r}: NAME=dir,dir,...")
+            bad(f"--claim {c!r}: NAME=dir,dir,...")
         claims[name] = dirs.split(",")
     res = verdicts([Path(p) for p in args.a[1:]], [Path(p) for p in args.b[1:]], claims)
     for name, c in res.items():

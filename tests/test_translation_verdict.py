@@ -47,7 +47,7 @@ def test_one_seed_is_inconclusive_and_unequal_arms_are_refused(tmp_path):
     assert res["verdict"] == "inconclusive at this scale" and math.isnan(res["p"]) and math.isnan(res["mde"])
     done = subprocess.run([sys.executable, str(SCRIPT), "--a", "A", str(a), "--b", "B", str(b), str(b),
                            "--claim", "zero-shot=de-fr"], capture_output=True, text=True)
-    assert done.returncode != 0 and "as many folders each" in done.stderr
+    assert done.returncode == 2 and "as many folders each" in done.stderr
     done = subprocess.run([sys.executable, str(SCRIPT), "--a", "A", str(a), "--b", "B", str(b),
                            "--claim", "zero-shot=de-fr,fr-de"], capture_output=True, text=True)
-    assert done.returncode != 0 and "no test BLEU for fr-de" in done.stderr
+    assert done.returncode == 2 and "no test BLEU for fr-de" in done.stderr
