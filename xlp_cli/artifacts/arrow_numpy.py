@@ -60,3 +60,50 @@ def to_numpy(column: Any) -> np.ndarray:
     if len(parts) == 1:
         return parts[0]
     return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+
+def equals(column: Any, value: str) -> np.ndarray:
+    """A boolean mask of the rows of a string column (no nulls) equal to `value`: `pc.equal(column, value)` without
+    a module-level import of pyarrow.compute (~30 ms at every start of `xlp prepare`), nor pandas."""
+    column = column.combine_chunks() if hasattr(column, "chunks") else column
+    encoded = column.dictionary_encode()
+    words = encoded.dictionary.to_pylist()
+    if value not in words:
+        return np.zeros(len(column), bool)
+    return to_numpy(encoded.indices) == words.index(value)
+
+def group_sums(table: Any, keys: list[str], sums: list[str], count: str | None = None) -> Any:
+    """`table.group_by(keys).aggregate(sums' "sum", and with `count` the rows as that column)`, sorted by the keys,
+    in numpy. Keys: integer or string columns; sums: integer columns without nulls. (Acero's group_by imports
+    pyarrow.dataset, and with it pandas, and costs ~40 ms at its first call: too much for counts of a few rows.)"""
+    import pyarrow as pa
+
+    codes, outs = [], []  # per key: int64 codes in sort order; how to turn a code back into the key's value
+    for name in keys:
+        column = table.column(name)
+        column = column.combine_chunks() if hasattr(column, "chunks") else column
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            encoded = column.dictionary_encode()
+            words = np.array(encoded.dictionary.to_pylist(), dtype=object)
+            by_word = np.argsort(words, kind="stable")  # sorted place -> dictionary code
+            rank = np.empty(len(words), np.int64)
+            rank[by_word] = np.arange(len(words))
+            codes.append(rank[to_numpy(encoded.indices)])
+            outs.append(lambda c, d=encoded.dictionary, b=by_word: d.take(pa.array(b[c])))
+        else:
+            codes.append(to_numpy(column).astype(np.int64))
+            outs.append(lambda c, t=column.type: pa.array(c.astype(_DTYPES[str(t)]), t))
+    n = table.num_rows
+    order = np.lexsort(codes[::-1]) if n else np.zeros(0, np.int64)
+    sorted_codes = [c[order] for c in codes]
+    changes = np.zeros(max(n - 1, 0), bool)
+    for c in sorted_codes:
+        changes |= c[1:] != c[:-1]
+    starts = np.flatnonzero(np.r_[n > 0, changes])
+    columns = {name: back(c[starts]) for name, c, back in zip(keys, sorted_codes, outs)}
+    if count is not None:
+        columns[count] = pa.array(np.diff(np.r_[starts, n]).astype(np.int64))
+    for name in sums:
+        values = to_numpy(table.column(name)).astype(np.int64)[order]
+        columns[name] = pa.array(np.add.reduceat(values, starts) if n else np.zeros(0, np.int64))
+    return pa.table(columns)

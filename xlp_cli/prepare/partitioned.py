@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from xlp_cli.artifacts.shards import read_table
 from xlp_cli.prepare import partitions, shard_writer
 from xlp_cli.prepare.finalize import Rules
 from xlp_cli.prepare.shard_plan import Plan, plan
@@ -52,7 +52,7 @@ class PartitionedFinalizer:
 
     def add_chunk(self, s: int, k: int, table: pa.Table | None, path: Path) -> None:
         if table is None:
-            table = pq.read_table(path, columns=partitions.KEY_COLUMNS)
+            table = read_table(path, columns=partitions.KEY_COLUMNS)
         for p, keys in enumerate(partitions.chunk_keys(table, k, len(self.parts), self.rules)):
             self.results.append((s, self.queues[p].submit(self.parts[p].add, self.sent[p], s, keys)))
             self.sent[p] += 1

@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from xlp_cli.artifacts.arrow_numpy import to_numpy
+from xlp_cli.artifacts.arrow_numpy import group_sums, to_numpy
+from xlp_cli.artifacts.shards import read_table
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.finalize import Rules, split_values
 
@@ -58,7 +57,7 @@ def split_keys(paths: list[tuple[int, Path]], parts: int, rules: Rules) -> list[
     """The keys of kept chunk files [(k, path)] of one split, one table per partition (read back on a rerun)."""
     per_part: list[list[pa.Table]] = [[] for _ in range(parts)]
     for k, path in paths:
-        for p, keys in enumerate(chunk_keys(pq.read_table(path, columns=KEY_COLUMNS), k, parts, rules)):
+        for p, keys in enumerate(chunk_keys(read_table(path, columns=KEY_COLUMNS), k, parts, rules)):
             per_part[p].append(keys)
     return [concat(tables) for tables in per_part]
 
@@ -109,12 +108,10 @@ def count_new(keys: pa.Table) -> pa.Table:
     """Per (chunk, group): new rows, valid and test candidates among them."""
     if keys.num_rows == 0:
         return COUNT_SCHEMA.empty_table()
-    cls = keys.column("cls")
+    cls = to_numpy(keys.column("cls"))  # (numpy: pc.equal(cls, 1)'s Python scalar makes pyarrow import pandas)
     table = pa.table({"k": keys.column("k"), "group": keys.column("group"),
-                      "v": pc.cast(pc.equal(cls, 1), pa.int64()), "t": pc.cast(pc.equal(cls, 2), pa.int64())})
-    agg = table.group_by(["k", "group"]).aggregate([("v", "count"), ("v", "sum"), ("t", "sum")])
-    return pa.table({"k": agg.column("k"), "group": agg.column("group"), "new": agg.column("v_count"),
-                     "valid": agg.column("v_sum"), "test": agg.column("t_sum")}, schema=COUNT_SCHEMA)
+                      "valid": pa.array((cls == 1).astype(np.int64)), "test": pa.array((cls == 2).astype(np.int64))})
+    return group_sums(table, ["k", "group"], ["valid", "test"], count="new").select(COUNT_SCHEMA.names)
 
 
 def dup_index(dups: list[np.ndarray]) -> dict[int, np.ndarray]:

@@ -22,6 +22,7 @@ from typing import Callable
 import pyarrow as pa
 
 from xlp_cli.artifacts import layout
+from xlp_cli.artifacts.arrow_numpy import group_sums
 from xlp_cli.prepare.finalize import SPLITS, Rooms, Rules
 
 # resolve(s, k, group, rooms) -> ({split: rows kept}, dropped): the rows of one chunk, for the one chunk per
@@ -61,9 +62,7 @@ class Plan:
 def chunk_counts(counts: pa.Table) -> pa.Table:
     """Counts (columns s, k, group, new, valid, test) from every partition, summed per (s, k, group), in
     stream order."""
-    agg = counts.group_by(["group", "s", "k"]).aggregate([("new", "sum"), ("valid", "sum"), ("test", "sum")])
-    agg = agg.rename_columns([c.removesuffix("_sum") for c in agg.column_names])
-    return agg.sort_by([("group", "ascending"), ("s", "ascending"), ("k", "ascending")])
+    return group_sums(counts, ["group", "s", "k"], ["new", "valid", "test"])
 
 
 def _by_counts(new: int, valid: int, test: int, rules: Rules, rooms: Rooms) -> tuple[dict[str, int], Counter]:

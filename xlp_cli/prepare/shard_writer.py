@@ -17,11 +17,10 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from xlp_cli.artifacts.arrow_numpy import to_numpy
-from xlp_cli.artifacts.shards import shard_entry
+from xlp_cli.artifacts.arrow_numpy import equals, to_numpy
+from xlp_cli.artifacts.shards import read_table, shard_entry
 from xlp_cli.core.errors import WorkFailed
 from xlp_cli.prepare.finalize import Rooms, Rules, assign, select_columns, split_values
 from xlp_cli.prepare.shard_plan import ShardSpec
@@ -34,7 +33,7 @@ Dups = Callable[[int, int], np.ndarray]  # (split, chunk) -> the rows of the chu
 def chunk_take(table: pa.Table, dup_rows: np.ndarray, group: str, rules: Rules,
                rooms: Rooms) -> tuple[dict[str, np.ndarray], Counter]:
     """The rows of the chunk `table` kept in each split for `group` ({split: rows}), and the drops."""
-    keep = pc.equal(table.column("group"), group).to_numpy(zero_copy_only=False)
+    keep = equals(table.column("group"), group)
     if rules.dedup and len(dup_rows):
         keep[dup_rows] = False
     idx = np.flatnonzero(keep)
@@ -44,7 +43,7 @@ def chunk_take(table: pa.Table, dup_rows: np.ndarray, group: str, rules: Rules,
 def resolve(work: Path, dups: Dups, rules: Rules, s: int, k: int, group: str,
             rooms: Rooms) -> tuple[dict[str, int], Counter]:
     """shard_plan.Resolve: what chunk (s, k) gives each split of `group` (read from its file)."""
-    table = pq.read_table(chunk_path(work, s, k), columns=["group", "u"])
+    table = read_table(chunk_path(work, s, k), columns=["group", "u"])
     take, dropped = chunk_take(table, dups(s, k), group, rules, rooms)
     return {split: len(rows) for split, rows in take.items()}, dropped
 
@@ -61,7 +60,7 @@ def write_shard(out: Path, work: Path, spec: ShardSpec, rules: Rules, dups: Dups
     writer: GroupWriter | None = None
     try:
         for seg in spec.segments:
-            table = pq.read_table(chunk_path(work, seg.s, seg.k))
+            table = read_table(chunk_path(work, seg.s, seg.k))
             take, _ = chunk_take(table, dups(seg.s, seg.k), spec.group, rules, seg.rooms)
             rows = take[spec.split][seg.lo:seg.hi]
             if len(rows) != seg.hi - seg.lo:
