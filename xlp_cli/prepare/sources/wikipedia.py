@@ -1,7 +1,7 @@
 """`--source wikipedia`: MediaWiki `pages-articles` XML dumps -> one Mono per paragraph of article text.
 
-- Plain, .bz2, .xz or .gz (recognised by content). Streamed with `ElementTree.iterparse`; each `<page>`
-  is taken out and then cleared from the tree, so memory stays flat whatever the dump size.
+- Plain, .bz2, .xz or .gz (recognised by content). Streamed through expat in blocks, keeping only the fields
+  read (wikipedia_xml.py: no element tree), so memory stays flat whatever the dump size.
 - Encoding: expat honours the XML declaration and a BOM (one sample dump is UTF-16 LE with BOM).
 - Truncation: a dump that ends inside the XML (or whose compressed stream ends early) keeps every page
   completed before the cut, and `errors.warn`s (the manifest records it). Malformed XML elsewhere is
@@ -26,10 +26,10 @@
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
+from xml.parsers import expat
 
 from xlp_cli.core import ui
 from xlp_cli.core.errors import BadInput
@@ -44,6 +44,7 @@ from xlp_cli.prepare.sources._files import (
     open_binary,
 )
 from xlp_cli.prepare.sources.wikipedia_text import DEFAULT_LINK_NAMESPACES, page_lines
+from xlp_cli.prepare.sources.wikipedia_xml import BLOCK, DumpEvents, Page, SiteInfo
 
 NAME = "wikipedia"
 
@@ -51,24 +52,6 @@ NON_PROSE_NS_KEYS = {"-2", "-1", "2", "4", "6", "8", "10", "12", "14", "100", "8
 _REDIRECT = re.compile(r"\s*#\s*([^\W\d_]+)\s*:?\s*\[\[")  # #REDIRECT [[x]], #WEITERLEITUNG [[x]], ...
 # expat error codes that mean "the document ended early" (not a syntax error in the middle)
 _TRUNCATED_CODES = {3, 5, 6, 20}  # no element found, unclosed token, partial character, unclosed CDATA
-
-
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
-
-def _child_text(elem: ET.Element, name: str) -> str | None:
-    for child in elem:
-        if _local(child.tag) == name:
-            return child.text or ""
-    return None
-
-
-def _child(elem: ET.Element, name: str) -> ET.Element | None:
-    for child in elem:
-        if _local(child.tag) == name:
-            return child
-    return None
 
 
 def lang_from_dbname(dbname: str) -> str | None:
@@ -113,7 +96,6 @@ def read_split(split: Split, opts: SourceOptions, errors: ErrorPolicy) -> Iterat
 def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: Counter,
                opener: Callable[[], BinaryIO] | None = None) -> Iterator[Mono | RawPage]:
     lang: str | None = None
-    root_lang: str | None = None
     link_ns = set(DEFAULT_LINK_NAMESPACES)
     context: frozenset[str] | None = None  # link_ns as the pages get it (one object: pickled once per chunk)
     prose_ns_names: set[str] = set()  # localized names of non-article namespaces (for dumps without <ns>)
@@ -123,12 +105,12 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
     if opts.read_ahead and (opener is not None or compression(path)):
         stream = ReadAhead(stream)  # (with --workers N: the main thread parses while another decompresses)
     reader = TolerantStream(stream)
-    root: ET.Element | None = None
+    events = DumpEvents()
 
     def resolve_lang() -> str:
         nonlocal lang
         if lang is None:
-            lang = lang_from_filename(path) or root_lang
+            lang = lang_from_filename(path) or events.root_lang
             if lang is None:
                 if len(opts.langs) == 1:
                     lang = opts.langs[0]
@@ -138,27 +120,18 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
         return lang
 
     try:
-        for event, elem in ET.iterparse(reader, events=("start", "end")):
-            if event == "start":
-                if root is None:
-                    root = elem
-                    root_lang = elem.get("{http://www.w3.org/XML/1998/namespace}lang")
-                continue
-            tag = _local(elem.tag)
-            if tag == "siteinfo":
-                dbname = _child_text(elem, "dbname")
-                if dbname:
-                    lang = lang_from_dbname(dbname)
-                nss = _child(elem, "namespaces")
-                if nss is not None:
-                    for ns in nss:
-                        if ns.get("key") in NON_PROSE_NS_KEYS and ns.text:
-                            link_ns.add(ns.text.strip().lower())
-                            prose_ns_names.add(ns.text.strip().lower())
-                context = None
-                if root is not None:
-                    root.clear()
-            elif tag == "page":
+        while True:
+            block = reader.read(BLOCK)
+            for item in events.feed(block, final=not block):
+                if isinstance(item, SiteInfo):
+                    if item.dbname:
+                        lang = lang_from_dbname(item.dbname)
+                    for key, name in item.namespaces:
+                        if key in NON_PROSE_NS_KEYS and name:
+                            link_ns.add(name.strip().lower())
+                            prose_ns_names.add(name.strip().lower())
+                    context = None
+                    continue
                 page_lang = resolve_lang()
                 if opts.langs and page_lang not in opts.langs:
                     ui.info(f"{path}: language {page_lang} is not among --lang {','.join(opts.langs)}; skipped")
@@ -166,9 +139,7 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
                 pages += 1
                 if opts.max_records and per_lang[page_lang] >= opts.max_records:
                     return  # an earlier dump of this language gave N already
-                found = _article(elem, prose_ns_names)
-                if root is not None:
-                    root.clear()
+                found = _article(item, prose_ns_names)
                 if found is None:
                     continue
                 title, text = found
@@ -188,11 +159,16 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
                     yield rec
                     if opts.max_records and per_lang[page_lang] >= opts.max_records:
                         return
+            if events.error is not None:
+                raise events.error
+            if not block:
+                break
         if reader.error is not None:  # damage right after a complete document: still report it
             errors.bad(f"{archive_problem(reader.error)} after the end of the XML", path=path,
                        position=f"byte {reader.bytes} of the decompressed stream")
-    except ET.ParseError as e:
-        line, col = e.position
+    except expat.ExpatError as e:
+        line, col = e.lineno, e.offset
+        problem = str(e).split(":")[0]
         damaged = reader.error
         if damaged is not None and not isinstance(damaged, EOFError):
             errors.bad(f"{archive_problem(damaged)}; kept the {pages} complete pages before it", path=path,
@@ -200,31 +176,26 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
         elif damaged is not None:
             errors.warn(f"{path}: truncated dump ({archive_problem(damaged)}); kept the {pages} complete pages")
         elif reader.eof and e.code in _TRUNCATED_CODES:
-            errors.warn(f"{path}: truncated dump ({e.msg.split(':')[0]} at line {line}); kept the {pages} complete pages")
+            errors.warn(f"{path}: truncated dump ({problem} at line {line}); kept the {pages} complete pages")
         else:
-            errors.bad(f"malformed XML: {e.msg.split(':')[0]} (after {pages} complete pages)", path=path,
-                       position=f"{line}:{col}")
+            errors.bad(f"malformed XML: {problem} (after {pages} complete pages)", path=path, position=f"{line}:{col}")
     finally:
         stream.close()
     if pages == 0:
         errors.bad("no <page> found: not a MediaWiki pages-articles dump, or empty", path=path)
 
 
-def _article(page: ET.Element, prose_ns_names: set[str]) -> tuple[str, str] | None:
+def _article(page: Page, prose_ns_names: set[str]) -> tuple[str, str] | None:
     """(title, wikitext) of a main-namespace article with text; None for other pages and redirects."""
-    title = (_child_text(page, "title") or "").strip()
-    ns = _child_text(page, "ns")
-    if ns is not None:
-        if ns.strip() != "0":
+    title = (page.title or "").strip()
+    if page.ns is not None:
+        if page.ns.strip() != "0":
             return None
     elif ":" in title and title.split(":", 1)[0].strip().lower() in (prose_ns_names | DEFAULT_LINK_NAMESPACES):
         return None
-    if _child(page, "redirect") is not None:
+    if page.redirect or not page.revision:
         return None
-    rev = _child(page, "revision")
-    if rev is None:
-        return None
-    text = _child_text(rev, "text")
+    text = page.text
     if not text:
         return None
     m = _REDIRECT.match(text)
