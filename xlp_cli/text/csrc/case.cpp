@@ -82,11 +82,12 @@ U32 py_lower(const U32 &s) {
     return out;
 }
 
-U32 lowercase_xlm(const U32 &line) {
+namespace {
+
+// lower(), NFD, Mn removed, lower() again: lowercase_and_remove_accent.py after its rstrip.
+U32 lower_unaccent(U32 s) {
     const Tables &T = tables();
-    size_t end = line.size();  // line.rstrip()
-    while (end > 0 && T.py_space.has(line[end - 1])) --end;
-    U32 s = py_lower(line.substr(0, end));
+    s = py_lower(s);
     bool ascii = true;
     for (char32_t c : s) ascii = ascii && c < 0x80;
     if (ascii) return s;  // NFD, Mn removal and lower() again change nothing
@@ -96,6 +97,53 @@ U32 lowercase_xlm(const U32 &line) {
         if (!T.py_mn.has(c)) d[w++] = c;
     d.resize(w);
     return py_lower(d);
+}
+
+// lower_unaccent of one character below U+2000 (Latin, Greek, Cyrillic, ..., Vietnamese's U+1Exx) where a line's
+// result is the concatenation of its characters' results: n characters (at most 3), all starters (combining
+// class 0), so that NFD's canonical reordering, which only moves non-starters, cannot move them. n = SLOW:
+// not so (U+03A3, whose lower() depends on its neighbours; U+0130; a result that keeps a non-starter).
+constexpr char32_t FAST_END = 0x2000;
+constexpr uint8_t SLOW = 255;
+struct OneChar {
+    uint8_t n = SLOW;
+    char32_t c[3] = {0, 0, 0};
+};
+
+const std::vector<OneChar> &one_chars() {
+    static const std::vector<OneChar> table = [] {
+        const Tables &T = tables();
+        std::vector<OneChar> t(FAST_END);
+        for (char32_t c = 0; c < FAST_END; ++c) {
+            if (c == 0x3A3 || c == 0x130) continue;
+            U32 r = lower_unaccent(U32(1, c));
+            if (r.size() > 3) continue;
+            bool starters = true;
+            for (char32_t x : r) starters = starters && T.ccc(x) == 0;
+            if (!starters) continue;
+            t[c].n = uint8_t(r.size());
+            for (size_t k = 0; k < r.size(); ++k) t[c].c[k] = r[k];
+        }
+        return t;
+    }();
+    return table;
+}
+
+}  // namespace
+
+U32 lowercase_xlm(const U32 &line) {
+    const Tables &T = tables();
+    size_t end = line.size();  // line.rstrip()
+    while (end > 0 && T.py_space.has(line[end - 1])) --end;
+    const std::vector<OneChar> &one = one_chars();
+    U32 out;
+    out.reserve(end);
+    for (size_t i = 0; i < end; ++i) {  // a character at a time where that gives the same (the common case)
+        char32_t c = line[i];
+        if (c >= FAST_END || one[c].n == SLOW) return lower_unaccent(line.substr(0, end));
+        for (uint8_t k = 0; k < one[c].n; ++k) out.push_back(one[c].c[k]);
+    }
+    return out;
 }
 
 U32 lowercase_safe(const U32 &text) {
