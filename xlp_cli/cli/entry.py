@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -36,6 +37,10 @@ def main() -> None:
     except KeyboardInterrupt:  # before the command line was parsed (cli.main reports the later ones)
         sys.stderr.write(INTERRUPTED)
         sys.exit(130)
+    finally:
+        # What is alive now is freed by the exit: out of the collector, the interpreter's shutdown collections do
+        # not walk it again (~40 ms of CPU, all of it on the critical path, after a Wikipedia prepare run).
+        gc.freeze()
 
 
 if __name__ == "__main__":
