@@ -183,3 +183,40 @@ def test_killed_wikipedia_run_resumes_to_the_same_output(shared_data, tmp_path):
     m, mref = _manifest(out), _manifest(ref)
     for key in ("counts", "dropped", "records", "skipped", "warnings", "config_hash"):
         assert m[key] == mref[key], key
+
+
+def _general(text: str, context: object) -> list[str]:
+    """page_lines without its `.native` converter: process.py's general path (expand_pages + _mono_columns)."""
+    return page_lines(text, context)
+
+
+@pytest.mark.parametrize("limits", [(1, 0), (3, 12)], ids=["default", "short-and-long-dropped"])
+def test_native_page_chunks_equal_the_general_path(limits):
+    """A chunk of pages goes from wikitext to the chunk table in one native call (Pipeline.pages) with the columns,
+    counts and drops of the general path; a page the native call cannot take (a str holding a lone
+    surrogate) sends its chunk down the general path, which reports it."""
+    from xlp_cli.prepare.sources.wikipedia_text import DEFAULT_LINK_NAMESPACES
+
+    context = frozenset(DEFAULT_LINK_NAMESPACES)
+    texts = [r.text for r in read_all("wikipedia", [SRC_FIXTURES / "wiki_tiny.xml"], defer_pages=True)[0]] + [
+        "Ein [[Haus|Häuschen]] steht am See, «nicht weit» vom Dorf.\n\n\u200b\u00adx\u200b\n\nKurz.\n\n"
+        "* Ein Punkt der Liste mit '''fettem''' Text und einer Zahl: 1 000,5 km…\n\n" + "Lang " * 30 + "Ende.",
+        "İstanbul ΌΣΟΣ Ärger — „Zitat“ (Klammer) ; Doppel  Leerzeichen.\n\n{{Vorlage}}\n\n",
+    ]
+    tasks = [("w", "de", t, "wikipedia", "dewiki.xml", f"#{i}", page_lines, context) for i, t in enumerate(texts)]
+    process.init_worker(PIPE, *limits, "skip")
+    assert process._page_columns(tasks) is not None  # the native path is the one taken
+    native_meta, native = process.process_to_table(tasks, len(tasks))
+    general_meta, general = process.process_to_table([t[:6] + (_general,) + t[7:] for t in tasks], len(tasks))
+    assert native_meta == general_meta and native.num_rows > 5
+    assert native.equals(general) and native.schema.metadata == general.schema.metadata
+    if limits != (1, 0):  # ("empty" cannot happen here: the converter keeps no line without a letter or digit)
+        assert set(native_meta["dropped"]) == {"too_short", "too_long"}
+    # a reference to a surrogate is U+FFFD already (the converter's); a str holding one is not valid Unicode
+    surrogate = tasks + [("w", "de", "Ein Zeichen &#xD800; \ud800 im Satz.", "wikipedia", "dewiki.xml", "#s",
+                          page_lines, context)]
+    assert process._page_columns(surrogate) is None
+    meta, table = process.process_to_table(surrogate, len(surrogate))
+    assert (meta, table) == process.process_to_table([t[:6] + (_general,) + t[7:] for t in surrogate], len(surrogate))
+    assert table.equals(native)
+    assert len(meta["problems"]) == 1 and "could not be converted" in meta["problems"][0][0]

@@ -231,12 +231,58 @@ def expand_pages(chunk: list[tuple]) -> tuple[list[tuple], int, list[list[str]]]
     return tasks, paragraphs, problems
 
 
+def _page_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int], int, int] | None:
+    """A chunk of pages of one language, source, extract function and context, whose extract function names
+    the native converter it runs (`extract.native(context)`, sources/wikipedia_text.py): from the pages' text
+    to the chunk table's columns in one native call (Pipeline.pages), the values `expand_pages` and
+    `_mono_columns` give. -> (columns, dropped, paragraphs, their UTF-8 bytes); None: the general path
+    (another chunk, a segmented language, a page that is not valid Unicode: that path reports it)."""
+    pipe = _PIPE
+    assert pipe is not None, "init_worker was not called"
+    if chunk[0][0] != "w":
+        return None
+    _, lang, _, source, _, _, extract, context = chunk[0]
+    native_converter = getattr(extract, "native", None)
+    if native_converter is None or pipe.segmenter(lang) is not None:
+        return None
+    if any(t[0] != "w" or t[1] != lang or t[3] != source or t[6] is not extract or t[7] != context for t in chunk):
+        return None
+    found = pipe.native(lang).pages(native_converter(context), [t[2] for t in chunk], f"{source}\x00{lang}\x00",
+                                    f"{lang}\x00", *_LIMITS)
+    if found is None:
+        return None
+    paragraphs, nbytes, why, raw_data, raw_offsets, text_data, text_offsets, ids, digests = found
+    n = len(raw_offsets) // 4 - 1
+    dropped = {name: why.count(code) for code, name in enumerate(_LENGTH_PROBLEMS) if code and code in why}
+    string = pa.string()
+    hu = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)  # little-endian halves: h, u
+    langs = pa.array([lang] * n, string)
+    none = pa.nulls(n, string)
+    cols = {"kind": pa.array(["m"] * n, string), "group": langs,
+            "id": pa.Array.from_buffers(string, n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
+                                                    pa.py_buffer(ids)]),
+            "source": pa.array([source] * n, string), "lang1": langs, "lang2": none,
+            "raw1": pa.Array.from_buffers(string, n, [None, pa.py_buffer(raw_offsets), pa.py_buffer(raw_data)]),
+            "raw2": none,
+            "text1": pa.Array.from_buffers(string, n, [None, pa.py_buffer(text_offsets), pa.py_buffer(text_data)]),
+            "text2": none, "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
+    return cols, dropped, paragraphs, nbytes
+
+
 def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None, problems: list | tuple = (),
                      **extra: Any) -> tuple[dict[str, Any], pa.Table | None]:
     """Process `chunk` (the tasks made from `n_records` source records, not counting pages, whose paragraphs
     count instead) into a chunk table (None when, with on_error raise, the chunk has a problem, or a reader
     problem stopped its split: `fatal`). `end` (the position in the split's record stream after the chunk),
     the reader's `problems` (before the pages' own) and `extra` (see splits.py) go into the metadata."""
+    fatal = extra.get("fatal") or (problems and _ON_ERROR == "raise")
+    pages = None if fatal or not chunk else _page_columns(chunk)
+    if pages is not None:  # Wikipedia pages, natively from wikitext to columns
+        cols, dropped, paragraphs, nbytes = pages
+        meta = {"records": n_records + paragraphs, "bytes": nbytes, "dropped": dropped, "problems": list(problems),
+                "end": end, **extra}
+        table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
+        return meta, table
     chunk, paragraphs, page_problems = expand_pages(chunk)
     n_records += paragraphs
     problems = list(problems) + page_problems

@@ -66,3 +66,6 @@ def page_lines(wikitext: str, link_namespaces: frozenset[str]) -> list[str]:
         return converter(link_namespaces).lines(wikitext)
     except (UnicodeError, MemoryError) as e:  # a lone surrogate from a character reference; a page too big
         raise RecordProblem(f"wikitext could not be converted ({type(e).__name__}: {e})") from None
+
+
+page_lines.native = converter  # type: ignore[attr-defined]  # (the converter it runs: process.py's native path)

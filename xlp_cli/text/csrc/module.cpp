@@ -6,6 +6,7 @@
 //                                                           3 the tokenizer alone, 4 the `raw` column
 //                                                           (zh, th: xlp runs its segmenter between 1 and 2)
 //     .run_bytes(bytes, stage, max_line) -> (bytes, [(line index, problem)])
+//     .pages(Wikitext, list[str], ...) -> columns          Wikipedia pages to prepare's columns (process.py)
 //   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
 //   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
 //   xlm_vocab(bytes, specials)                                XLM's read_vocab (vocab.cpp)
@@ -21,7 +22,11 @@
 #include "text.h"
 
 namespace xlp { PyObject *py_xlm_vocab(PyObject *, PyObject *); }  // vocab.cpp
-namespace xlp { int add_wikitext(PyObject *); }            // wikitext.cpp
+namespace xlp {                                             // wikitext.cpp
+int add_wikitext(PyObject *);
+const void *wikitext_rules(PyObject *);
+std::vector<std::string> wikitext_paragraphs(const void *rules, const std::string &text);
+}  // namespace xlp
 
 namespace {
 
@@ -124,6 +129,30 @@ PyObject *Pipeline_new(PyTypeObject *type, PyObject *args, PyObject *) {
 void Pipeline_dealloc(PipelineObject *self) {
     delete self->cfg;
     Py_TYPE(self)->tp_free(reinterpret_cast<PyObject *>(self));
+}
+
+// prepare's length filter on one processed text of n characters (at(k): the k-th): 0 keep, 1 empty, 2 too short,
+// 3 too long. Tokens as process.py's `_length_problem` counts them: spaces + 1 when the text has no double space
+// and does not start or end with one, else str.split()'s words; "empty": "" or only str.isspace() characters.
+template <class At>
+char length_code(size_t n, At at, size_t lo, size_t hi) {
+    const xlp::CharSet &space = xlp::tables().py_space;
+    size_t spaces = 0, words = 0;
+    bool double_space = false, in_word = false;
+    for (size_t k = 0; k < n; ++k) {
+        const char32_t c = at(k);
+        if (c == U' ') {
+            ++spaces;
+            if (k > 0 && at(k - 1) == U' ') double_space = true;
+        }
+        const bool ws = space.has(c);
+        if (!ws && !in_word) ++words;
+        in_word = !ws;
+    }
+    if (words == 0) return 1;  // "" or whitespace only
+    const bool regular = !double_space && at(0) != U' ' && at(n - 1) != U' ';
+    const size_t tokens = regular ? spaces + 1 : words;
+    return tokens < lo ? 2 : (hi && tokens > hi) ? 3 : 0;
 }
 
 PyObject *Pipeline_run(PipelineObject *self, PyObject *args) {
@@ -240,10 +269,97 @@ PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
     return Py_BuildValue("(y#N)", out.data(), Py_ssize_t(out.size()), plist);
 }
 
+// A chunk of Wikipedia pages of one language and source, from their wikitext to prepare's columns in one call:
+// each page's paragraphs by the Wikitext converter, each paragraph's `raw` (stage 4) and processed text ("" when
+// the raw is empty), the length filter, and the ids and hashes of the kept paragraphs (record_hashes). What
+// process.py's general path computes from Wikitext.lines, run, length_problems and record_hashes, without a
+// Python str per paragraph.
+//   pages(converter, texts, id_prefix, hash_prefix, min_tokens, max_tokens)
+//   -> (paragraphs, their UTF-8 bytes, why: one length code per paragraph, raw bytes, raw offsets, text bytes,
+//       text offsets, ids, digests): the kept paragraphs' columns (offsets: int32, n + 1 of them);
+//   None where a page is not valid Unicode, a paragraph not valid UTF-8 or the columns over 2 GiB: the caller
+//   takes the general path, which reports what it must.
+PyObject *Pipeline_pages(PipelineObject *self, PyObject *args) {
+    PyObject *conv, *seq;
+    const char *ip, *hp;
+    Py_ssize_t ni, nh, lo, hi;
+    if (!PyArg_ParseTuple(args, "OOs#s#nn", &conv, &seq, &ip, &ni, &hp, &nh, &lo, &hi)) return nullptr;
+    const void *rules = xlp::wikitext_rules(conv);
+    if (!rules) {
+        PyErr_SetString(PyExc_TypeError, "pages() needs a Wikitext converter");
+        return nullptr;
+    }
+    PyObject *fast = PySequence_Fast(seq, "pages() needs a list of str");
+    if (!fast) return nullptr;
+    const Py_ssize_t n_pages = PySequence_Fast_GET_SIZE(fast);
+    std::vector<std::string> pages(static_cast<size_t>(n_pages));
+    for (Py_ssize_t i = 0; i < n_pages; ++i) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        Py_ssize_t len;
+        const char *p = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &len) : nullptr;
+        if (!p) {  // not a str, or a lone surrogate
+            Py_DECREF(fast);
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        pages[size_t(i)].assign(p, size_t(len));
+    }
+    Py_DECREF(fast);
+    const Config *cfg = self->cfg;
+    const std::string id_prefix(ip, size_t(ni)), hash_prefix(hp, size_t(nh));
+    std::string why, raw_data, text_data, ids, digests;
+    std::vector<int32_t> raw_off(1, 0), text_off(1, 0);
+    size_t paragraphs = 0, in_bytes = 0;
+    bool ok = true;
+    Py_BEGIN_ALLOW_THREADS try {
+        U32 raw, text;
+        for (const std::string &page : pages) {
+            for (const std::string &line : xlp::wikitext_paragraphs(rules, page)) {
+                ++paragraphs;
+                in_bytes += line.size();
+                if (xlp::utf8_error(line.data(), line.size()) < line.size()) { ok = false; break; }
+                xlp::decode_utf8(line.data(), line.size(), raw);
+                text = raw;
+                cfg->run(raw, STAGE_RAW);
+                if (raw.empty()) text.clear();
+                else cfg->run(text, STAGE_ALL);
+                const char code = length_code(text.size(), [&text](size_t k) { return text[k]; }, size_t(lo), size_t(hi));
+                why.push_back(code);
+                if (code) continue;
+                xlp::encode_utf8(raw, raw_data);
+                xlp::encode_utf8(text, text_data);
+                if (raw_data.size() > INT32_MAX || text_data.size() > INT32_MAX) { ok = false; break; }
+                raw_off.push_back(int32_t(raw_data.size()));
+                text_off.push_back(int32_t(text_data.size()));
+            }
+            if (!ok) break;
+        }
+        if (ok) {
+            std::vector<std::pair<const char *, size_t>> kept(text_off.size() - 1);
+            for (size_t k = 0; k + 1 < text_off.size(); ++k)
+                kept[k] = {text_data.data() + text_off[k], size_t(text_off[k + 1] - text_off[k])};
+            xlp::record_hashes(id_prefix, hash_prefix, kept, ids, digests);
+        }
+    } catch (const std::exception &) {  // (out of memory: the general path reports it per page)
+        ok = false;
+    }
+    Py_END_ALLOW_THREADS
+    if (!ok) Py_RETURN_NONE;
+    return Py_BuildValue("(nny#y#y#y#y#y#y#)", Py_ssize_t(paragraphs), Py_ssize_t(in_bytes), why.data(),
+                         Py_ssize_t(why.size()), raw_data.data(), Py_ssize_t(raw_data.size()),
+                         reinterpret_cast<const char *>(raw_off.data()), Py_ssize_t(raw_off.size() * 4),
+                         text_data.data(), Py_ssize_t(text_data.size()),
+                         reinterpret_cast<const char *>(text_off.data()), Py_ssize_t(text_off.size() * 4),
+                         ids.data(), Py_ssize_t(ids.size()), digests.data(), Py_ssize_t(digests.size()));
+}
+
 PyMethodDef Pipeline_methods[] = {
     {"run", reinterpret_cast<PyCFunction>(Pipeline_run), METH_VARARGS, "run(texts, stage=0) -> list[str]"},
     {"run_bytes", reinterpret_cast<PyCFunction>(Pipeline_run_bytes), METH_VARARGS,
      "run_bytes(block, stage=0, max_line=0) -> (bytes, [(line index, problem)])"},
+    {"pages", reinterpret_cast<PyCFunction>(Pipeline_pages), METH_VARARGS,
+     "pages(wikitext_converter, texts, id_prefix, hash_prefix, min_tokens, max_tokens) -> the kept paragraphs' "
+     "columns, or None"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyTypeObject PipelineType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -316,9 +432,7 @@ PyObject *py_record_hashes(PyObject *, PyObject *args) {
     return Py_BuildValue("(y#y#)", ids.data(), Py_ssize_t(ids.size()), digests.data(), Py_ssize_t(digests.size()));
 }
 
-// prepare's length filter over processed texts, one byte per text: 0 keep, 1 empty, 2 too short, 3 too long.
-// Tokens as process.py's `_length_problem` counts them: spaces + 1 when the text has no double space and does
-// not start or end with one, else str.split()'s words; "empty": "" or only str.isspace() characters.
+// prepare's length filter over processed texts, one byte per text (length_code).
 PyObject *py_length_problems(PyObject *, PyObject *args) {
     PyObject *seq;
     Py_ssize_t lo, hi;
@@ -327,7 +441,6 @@ PyObject *py_length_problems(PyObject *, PyObject *args) {
     if (!fast) return nullptr;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     std::string out(size_t(n), '\0');
-    const xlp::CharSet &space = xlp::tables().py_space;
     for (Py_ssize_t i = 0; i < n; ++i) {
         PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
         if (!PyUnicode_Check(o)) {
@@ -335,29 +448,11 @@ PyObject *py_length_problems(PyObject *, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "expected str");
             return nullptr;
         }
-        const Py_ssize_t len = PyUnicode_GET_LENGTH(o);
         const int kind = PyUnicode_KIND(o);
         const void *data = PyUnicode_DATA(o);
-        Py_ssize_t spaces = 0, words = 0;
-        bool double_space = false, in_word = false;
-        for (Py_ssize_t k = 0; k < len; ++k) {
-            const Py_UCS4 c = PyUnicode_READ(kind, data, k);
-            if (c == ' ') {
-                ++spaces;
-                if (k > 0 && PyUnicode_READ(kind, data, k - 1) == ' ') double_space = true;
-            }
-            const bool ws = space.has(char32_t(c));
-            if (!ws && !in_word) ++words;
-            in_word = !ws;
-        }
-        if (words == 0) {  // "" or whitespace only
-            out[size_t(i)] = 1;
-            continue;
-        }
-        const bool regular = !double_space && PyUnicode_READ(kind, data, 0) != ' ' &&
-                             PyUnicode_READ(kind, data, len - 1) != ' ';
-        const Py_ssize_t tokens = regular ? spaces + 1 : words;
-        out[size_t(i)] = tokens < lo ? 2 : (hi && tokens > hi) ? 3 : 0;
+        out[size_t(i)] = length_code(size_t(PyUnicode_GET_LENGTH(o)),
+                                     [kind, data](size_t k) { return char32_t(PyUnicode_READ(kind, data, k)); },
+                                     size_t(lo), size_t(hi));
     }
     Py_DECREF(fast);
     return PyBytes_FromStringAndSize(out.data(), Py_ssize_t(out.size()));

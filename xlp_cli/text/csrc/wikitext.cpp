@@ -895,6 +895,16 @@ PyTypeObject WikitextType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 }  // namespace
 
+// The rules of a Wikitext object (nullptr if `o` is not one), and the paragraphs they give (without the GIL):
+// what Wikitext.lines does, for the native pipeline's Pipeline.pages (module.cpp).
+const void *wikitext_rules(PyObject *o) {
+    return PyObject_TypeCheck(o, &WikitextType) ? reinterpret_cast<WikitextObject *>(o)->rules : nullptr;
+}
+
+std::vector<std::string> wikitext_paragraphs(const void *rules, const std::string &text) {
+    return paragraphs(*static_cast<const Rules *>(rules), text);
+}
+
 // Adds the Wikitext type to the module (called from PyInit__native).
 int add_wikitext(PyObject *m) {
     WikitextType.tp_name = "xlp_cli.text._native.Wikitext";
