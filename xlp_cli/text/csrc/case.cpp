@@ -10,14 +10,16 @@ namespace {
 
 // CPython's handle_capital_sigma: U+03A3 is final when a cased letter precedes it and none follows it
 // (case-ignorable characters skipped on both sides).
-bool final_sigma(const U32 &s, size_t i) {
+// (Of the string s[0:end), end = s.size() by default.)
+bool final_sigma(const U32 &s, size_t i, size_t end = U32::npos) {
     const Tables &T = tables();
+    end = std::min(end, s.size());
     size_t j = i;
     while (j > 0 && T.py_case_ignorable.has(s[j - 1])) --j;
     if (j == 0 || !T.py_cased.has(s[j - 1])) return false;
     j = i + 1;
-    while (j < s.size() && T.py_case_ignorable.has(s[j])) ++j;
-    return j == s.size() || !T.py_cased.has(s[j]);
+    while (j < end && T.py_case_ignorable.has(s[j])) ++j;
+    return j == end || !T.py_cased.has(s[j]);
 }
 
 void decompose(char32_t c, U32 &out) {
@@ -102,7 +104,8 @@ U32 lower_unaccent(U32 s) {
 // lower_unaccent of one character below U+2000 (Latin, Greek, Cyrillic, ..., Vietnamese's U+1Exx) where a line's
 // result is the concatenation of its characters' results: n characters (at most 3), all starters (combining
 // class 0), so that NFD's canonical reordering, which only moves non-starters, cannot move them. n = SLOW:
-// not so (U+03A3, whose lower() depends on its neighbours; U+0130; a result that keeps a non-starter).
+// not so (U+0130; a result that keeps a non-starter). U+03A3 is lower()ed by its neighbours (final_sigma), to
+// a σ or ς that the rest leaves as it is.
 constexpr char32_t FAST_END = 0x2000;
 constexpr uint8_t SLOW = 255;
 struct OneChar {
@@ -140,6 +143,10 @@ U32 lowercase_xlm(const U32 &line) {
     out.reserve(end);
     for (size_t i = 0; i < end; ++i) {  // a character at a time where that gives the same (the common case)
         char32_t c = line[i];
+        if (c == 0x3A3) {
+            out.push_back(final_sigma(line, i, end) ? 0x3C2 : 0x3C3);
+            continue;
+        }
         if (c >= FAST_END || one[c].n == SLOW) return lower_unaccent(line.substr(0, end));
         for (uint8_t k = 0; k < one[c].n; ++k) out.push_back(one[c].c[k]);
     }
