@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import lzma
 import random
@@ -36,7 +37,7 @@ def test_plain_dump_articles_only_and_clean_text():
     assert errors.warnings == [] and not errors.skipped
 
 
-@pytest.mark.parametrize("read_ahead", [False, True], ids=["inline", "read-ahead"])
+@pytest.mark.parametrize("read_ahead", [0, 2], ids=["inline", "read-ahead"])
 @pytest.mark.parametrize("compress", [bz2.compress, lzma.compress, gzip.compress], ids=["bz2", "xz", "gz"])
 def test_compressed_dumps(tmp_path, compress, read_ahead):
     path = tmp_path / "dewiki-20240101-pages-articles.xml.cmp"
@@ -63,16 +64,17 @@ def test_truncated_dump_keeps_complete_pages_and_warns(tmp_path):
     assert len(errors.warnings) == 1 and "truncated dump" in errors.warnings[0] and "dewiki-cut.xml.xz" in errors.warnings[0]
 
 
-@pytest.mark.parametrize("read_ahead", [False, True], ids=["inline", "read-ahead"])
-def test_truncated_compressed_stream_is_a_truncated_dump(tmp_path, read_ahead):
+@pytest.mark.parametrize("compress", [lzma.compress, lambda b: bz2.compress(b, 1)], ids=["xz", "bz2"])
+@pytest.mark.parametrize("read_ahead", [0, 2], ids=["inline", "read-ahead"])
+def test_truncated_compressed_stream_is_a_truncated_dump(tmp_path, read_ahead, compress):
     raw = TINY.read_text(encoding="utf-8")
     head, rest = raw.split("  <page>", 1)
     pages = "  <page>" + rest.rsplit("</mediawiki>", 1)[0]
     rng = random.Random(0)  # incompressible filler, so that half the stream holds whole pages
     many = head + "".join(pages.replace("<title>Katze", f"<title>Katze {i}").replace(
         "<id>11</id>", f"<id>11</id><sha1>{rng.randbytes(3000).hex()}</sha1>") for i in range(100)) + "</mediawiki>\n"
-    data = lzma.compress(many.encode("utf-8"))
-    path = tmp_path / "dewiki-cut.xml.xz"
+    data = compress(many.encode("utf-8"))
+    path = tmp_path / "dewiki-cut.xml.cmp"
     path.write_bytes(data[: len(data) // 2])
     recs, errors = read_all("wikipedia", [path], read_ahead=read_ahead)
     assert len(errors.warnings) == 1 and "truncated dump" in errors.warnings[0]
@@ -204,4 +206,52 @@ def test_read_ahead_gives_the_same_bytes_and_the_error_where_the_data_breaks(tmp
     f = ReadAhead(open_binary(good), depth=2)
     assert f.read1() and f.thread.is_alive()
     f.close()
+    assert not f.thread.is_alive()
+
+
+@functools.lru_cache(maxsize=1)
+def _bz2_cases() -> dict[str, bytes]:
+    rng = random.Random(3)
+    text = "\n".join(f"line {i} " + " ".join(rng.choice(["alpha", "beta", "gamma", "\u03b4\u03ad\u03bb\u03c4\u03b1", "e"])
+                                             for _ in range(rng.randint(1, 30))) for i in range(60000)).encode("utf-8")
+    one = bz2.compress(text, 1)  # 100 kB blocks: 64 of them
+    cases = {"whole": one, "two streams": bz2.compress(text[:50000], 2) + bz2.compress(text[50000:], 1),
+             "runs": bz2.compress(b"z" * 300000 + text[:1000], 1), "one byte": bz2.compress(b"x"),
+             "empty": bz2.compress(b""), "zero padding": one + bytes(5), "trailing garbage": one + b"junk!",
+             "truncated": one[: len(one) * 2 // 3], "end CRC flipped": one[:-2] + bytes([one[-2] ^ 4]) + one[-1:]}
+    for k in (3, 4, 5, 6):  # damage in a block (the sequential decoder loses what it was making: up to 64 KiB)
+        at = len(one) * k // 10
+        cases[f"damaged at {k}/10"] = one[:at] + bytes([one[at] ^ 0x55]) + rng.randbytes(k - 3) + one[at + 1 + k - 3:]
+    return cases
+
+
+@pytest.mark.parametrize("case", list(_bz2_cases()))
+def test_parallel_bz2_gives_the_bytes_and_the_error_of_the_sequential_decoder(tmp_path, case):
+    """sources/bz2_blocks.ParallelBz2 (a .bz2 file's blocks decoded on 2 threads): the bytes the sequential decoder
+    (sources/compressed.py) gives, and on a damaged, truncated or padded file its error after the same bytes."""
+    from xlp_cli.prepare.sources import compressed
+    from xlp_cli.prepare.sources.bz2_blocks import ParallelBz2
+
+    path = tmp_path / "data.bz2"
+    path.write_bytes(_bz2_cases()[case])
+
+    def drain(f):
+        got, error = bytearray(), None
+        try:
+            while block := f.read1(1 << 16):
+                got += block
+        except (OSError, EOFError) as e:
+            error = (type(e), str(e))
+        finally:
+            f.close()
+        return bytes(got), error
+
+    sequential = drain(compressed.decompressed(open(path, "rb"), "bz2", str(path)))
+    parallel = drain(ParallelBz2(path, threads=2))
+    assert parallel == sequential
+    assert (sequential[1] is None) == (case in ("whole", "two streams", "runs", "one byte", "empty", "zero padding"))
+    assert case != "whole" or len(sequential[0]) > 6_000_000
+    f = ParallelBz2(path, threads=2, ahead=1)
+    f.read1()
+    f.close()  # half-way: its threads stop
     assert not f.thread.is_alive()

@@ -86,8 +86,9 @@ class SourceOptions:
     split_plan: dict[int, int] | None = None  # --split-by sentences: sentence key -> split value (sentence_groups)
     max_expansion: float = 200.0  # bounded decompression (sources/compressed.py): --max-expansion
     max_member_bytes: int = 64 << 30  # --max-member-bytes
-    read_ahead: bool = False  # decompress in a thread of its own, ahead of the parser (sources/_files.ReadAhead;
-    # set by `xlp prepare` with --workers N > 1 in worker threads, where the main thread is the one reader)
+    read_ahead: int = 0  # N > 0: decompress in threads ahead of the parser (sources/_files.ReadAhead; a .bz2 file:
+    # its blocks on N threads, sources/bz2_blocks.py); `xlp prepare` sets N = --workers N > 1 in worker threads,
+    # where the main thread is the one reader
 
 
 @dataclasses.dataclass

@@ -266,7 +266,7 @@ def _process(cfg: PrepareConfig, inputs: list[Path], errors: ErrorPolicy, work: 
     opts = SourceOptions(langs=list(cfg.lang), lid_threshold=cfg.lid_threshold,
                          mono_from_parallel=cfg.mono_from_parallel, max_records=cfg.max_records,
                          defer_pages=True, max_expansion=cfg.max_expansion, max_member_bytes=cfg.max_member_bytes,
-                         read_ahead=cfg.workers > 1 and cfg.engine == "local" and cfg.uses_threads())
+                         read_ahead=cfg.workers if cfg.workers > 1 and cfg.engine == "local" and cfg.uses_threads() else 0)
     size, plan = workdir.load_plan(work, cfg.chunk_size, lambda: plan_splits(cfg.source, inputs, opts, cfg.split_size))
     if cfg.unpair:  # a first read of the splits groups the pairs; its problems are reported by the real read
         opts.unpair_keep = unpair_plan(r for split in plan for r in read_split(split, opts, CollectedErrors("skip")))

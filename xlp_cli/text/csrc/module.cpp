@@ -10,6 +10,7 @@
 //   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
 //   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
 //   xlm_vocab(bytes, specials)                                XLM's read_vocab (vocab.cpp)
+//   bz2_magics / bz2_bits / bz2_block                         a .bz2 stream's blocks (bz2blocks.cpp)
 // The work runs without the GIL, so threads can share the cores.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +23,11 @@
 #include "text.h"
 
 namespace xlp { PyObject *py_xlm_vocab(PyObject *, PyObject *); }  // vocab.cpp
+namespace xlp {  // bz2blocks.cpp
+PyObject *py_bz2_magics(PyObject *, PyObject *);
+PyObject *py_bz2_bits(PyObject *, PyObject *);
+PyObject *py_bz2_block(PyObject *, PyObject *);
+}  // namespace xlp
 namespace xlp {                                             // wikitext.cpp
 int add_wikitext(PyObject *);
 const void *wikitext_rules(PyObject *);
@@ -466,6 +472,9 @@ PyMethodDef module_methods[] = {
     {"check_lines", py_check_lines, METH_VARARGS, "check_lines(block, max_line=0) -> [(line index, problem)]"},
     {"length_problems", py_length_problems, METH_VARARGS,
      "length_problems(texts, min_tokens, max_tokens) -> bytes: 0 keep, 1 empty, 2 too short, 3 too long"},
+    {"bz2_magics", xlp::py_bz2_magics, METH_VARARGS, "bz2_magics(data, start_bit, max) -> [(bit, 1 block | 2 end)]"},
+    {"bz2_bits", xlp::py_bz2_bits, METH_VARARGS, "bz2_bits(data, bit, n) -> int"},
+    {"bz2_block", xlp::py_bz2_block, METH_VARARGS, "bz2_block(data, start_bit, end_bit, level) -> one-block stream"},
     {"record_hashes", py_record_hashes, METH_VARARGS,
      "record_hashes(id_prefix, hash_prefix, texts, portable=False) -> (16 hex digits of sha1, 16 bytes of blake2b per text)"},
     {nullptr, nullptr, 0, nullptr}};
