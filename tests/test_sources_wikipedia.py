@@ -217,6 +217,7 @@ def _bz2_cases() -> dict[str, bytes]:
     one = bz2.compress(text, 1)  # 100 kB blocks: 64 of them
     cases = {"whole": one, "two streams": bz2.compress(text[:50000], 2) + bz2.compress(text[50000:], 1),
              "runs": bz2.compress(b"z" * 300000 + text[:1000], 1), "one byte": bz2.compress(b"x"),
+             "a block over the limit": bz2.compress(text[:300000] + bytes(10 << 20) + text[:300000], 9),
              "empty": bz2.compress(b""), "zero padding": one + bytes(5), "trailing garbage": one + b"junk!",
              "truncated": one[: len(one) * 2 // 3], "end CRC flipped": one[:-2] + bytes([one[-2] ^ 4]) + one[-1:]}
     for k in (3, 4, 5, 6):  # damage in a block (the sequential decoder loses what it was making: up to 64 KiB)
@@ -249,9 +250,31 @@ def test_parallel_bz2_gives_the_bytes_and_the_error_of_the_sequential_decoder(tm
     sequential = drain(compressed.decompressed(open(path, "rb"), "bz2", str(path)))
     parallel = drain(ParallelBz2(path, threads=2))
     assert parallel == sequential
-    assert (sequential[1] is None) == (case in ("whole", "two streams", "runs", "one byte", "empty", "zero padding"))
+    assert (sequential[1] is None) == (case in ("whole", "two streams", "runs", "one byte", "empty", "zero padding",
+                                                "a block over the limit"))
     assert case != "whole" or len(sequential[0]) > 6_000_000
     f = ParallelBz2(path, threads=2, ahead=1)
     f.read1()
     f.close()  # half-way: its threads stop
     assert not f.thread.is_alive()
+
+
+def test_parallel_bz2_holds_a_few_mb_however_far_a_block_expands(tmp_path):
+    """A bzip2 block may decode to ~46 MB (its run-length step): such a block goes to the sequential decoder,
+    64 KiB at a time, so the parallel reader never holds it whole."""
+    import tracemalloc
+
+    from xlp_cli.prepare.sources.bz2_blocks import ParallelBz2
+
+    path = tmp_path / "zeros.bz2"
+    path.write_bytes(bz2.compress(bytes(100 << 20), 9))  # 3 blocks of ~40 MB of zeros each
+    tracemalloc.start()
+    try:
+        f, total = ParallelBz2(path, threads=2), 0
+        while block := f.read1():
+            total += len(block)
+        f.close()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total == 100 << 20 and peak < 32 << 20, peak

@@ -35,6 +35,10 @@ from xlp_cli.text.native import module
 
 READ = 1 << 20  # compressed bytes read at a time
 BLOCK, END = 1, 2  # the kinds of bz2_magics
+# The most bytes a block may decode to here: a 900 kB block of text gives about as much, while bzip2's run-length
+# step lets one give ~46 MB (a bomb's); such a block sends the file to the sequential decoder (64 KiB at a time), so
+# the blocks held here (in flight, ready, queued: a few per thread) stay a few MB each.
+BLOCK_LIMIT = 4 << 20
 
 
 class _Sequential(Exception):
@@ -42,18 +46,19 @@ class _Sequential(Exception):
 
 
 def _decode(stream: bytes) -> bytes:
-    """A one-block stream's bytes (libbz2 checks the block's CRC); ValueError if it is not a whole stream."""
+    """A one-block stream's bytes (libbz2 checks the block's CRC); ValueError if it is not a whole stream or
+    decodes to more than BLOCK_LIMIT bytes."""
     dec = bz2.BZ2Decompressor()
-    out = dec.decompress(stream)
+    out = dec.decompress(stream, BLOCK_LIMIT)
     if not dec.eof or dec.unused_data:
-        raise ValueError("not one whole bzip2 stream")
+        raise ValueError("not one whole bzip2 stream of at most BLOCK_LIMIT bytes")
     return out
 
 
 class ParallelBz2:
     BLOCK_OUT = 1 << 16  # the sequential decoder's blocks, after a hand-over
 
-    def __init__(self, path: str | Path, threads: int = 2, ahead: int = 4):
+    def __init__(self, path: str | Path, threads: int = 2, ahead: int = 2):
         self.path, self.threads, self.ahead = Path(path), max(1, threads), max(1, ahead) * max(1, threads)
         try:
             self.raw = track(self.path, open(self.path, "rb"))  # (its position: the progress bar's)
@@ -68,7 +73,8 @@ class ParallelBz2:
 
     # ---------------------------------------------------------------- the reader's side
     def read1(self, n: int = -1) -> bytes:
-        """The next decompressed bytes (a block: up to ~1 MB, or 64 KiB after a hand-over), b"" at the end."""
+        """The next decompressed bytes (a block, at most BLOCK_LIMIT; 64 KiB at a time after a hand-over to the
+        sequential decoder), b"" at the end."""
         if self.ended:
             return b""
         data, error = self.out.get()

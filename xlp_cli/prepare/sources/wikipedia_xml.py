@@ -6,15 +6,16 @@
     if events.error: raise events.error                 # malformed XML, after the items before it
 
 expat (the parser behind ElementTree) checks the XML and reports errors as `expat.ExpatError` with line,
-column and code (after the items completed before the error, as ElementTree's iterparse); no element tree is built: the handlers keep only
+column and code (after the items completed before the error, as ElementTree's iterparse). No element tree is
+built; the handlers keep only
 - `<siteinfo>`: the text of its first `<dbname>` and each `<namespaces>/<namespace>`'s key and text;
 - each `<page>`: the texts of its first `<title>` and `<ns>`, whether it has a `<redirect>`, and the text of
   the first `<text>` of its first `<revision>`;
 - the root's `xml:lang`.
 An element's text is what ElementTree calls `.text`: its character data before its first child element.
 Element names are compared without their namespace (dumps declare export-0.10, 0.11, ... as the default).
-Building and clearing ElementTree's elements for every `<contributor>`, `<timestamp>` and `<sha1>` cost more
-than expat itself: this reader takes half the CPU of `ET.iterparse` on the shared dumps (docs/benchmarks.md).
+Without ElementTree's elements for every `<contributor>`, `<timestamp>` and `<sha1>`, the vi dump's 15 MB of XML
+take 0.107 s of CPU instead of 0.128 s (best of 5); memory holds one page's fields at a time.
 """
 
 from __future__ import annotations
