@@ -1,4 +1,5 @@
-"""A producer thread's hand-over to a bounded queue that its consumer may stop reading at any time."""
+"""A producer thread's hand-over to a bounded queue that its consumer may stop reading at any time (and `Blocks`:
+byte blocks and an error handed to one reader)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,34 @@ def put_unless_stopped(q: queue.Queue, item: Any, stopping: threading.Event, pol
         except queue.Full:
             continue
     return False
+
+
+class Blocks:
+    """The bounded hand-over of a producer thread that makes byte blocks for one reader: `put(data)` and
+    `put(b"", error)` on the producer's side (False once the reader stopped it), `take()` on the reader's: the next
+    block, b"" at the end, the producer's error raised where it came. Used by the Wikipedia reader's
+    decompression threads (prepare/sources/_files.ReadAhead, prepare/sources/bz2_blocks.ParallelBz2)."""
+
+    def __init__(self, depth: int):
+        self.queue: queue.Queue = queue.Queue(depth)
+        self.stopping = threading.Event()
+        self.ended = False
+
+    def put(self, data: bytes, error: BaseException | None = None) -> bool:
+        return put_unless_stopped(self.queue, (data, error), self.stopping)
+
+    def take(self) -> bytes:
+        if self.ended:
+            return b""
+        data, error = self.queue.get()
+        if error is not None:
+            self.ended = True
+            raise error
+        if not data:
+            self.ended = True
+        return data
+
+    def stop(self) -> None:
+        """The reader is done: the producer's next `put` (or the one it waits in, within its poll) returns False."""
+        self.stopping.set()
+        self.ended = True

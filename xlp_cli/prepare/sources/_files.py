@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import lzma
 import os
-import queue
 import re
 import threading
 import zipfile
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from xlp_cli.core.errors import BadInput
-from xlp_cli.core.handoff import put_unless_stopped
+from xlp_cli.core.handoff import Blocks
 from xlp_cli.prepare.records import ErrorPolicy
 from xlp_cli.prepare.sources import compressed
 
@@ -84,37 +83,27 @@ class ReadAhead:
 
     def __init__(self, f: Any, depth: int = 16):
         self.f = f
-        self.blocks: queue.Queue = queue.Queue(depth)
-        self.stopping = threading.Event()
-        self.ended = False
+        self.blocks = Blocks(depth)
         self.thread = threading.Thread(target=self._fill, name="xlp-read-ahead", daemon=True)
         self.thread.start()
 
     def _fill(self) -> None:
         try:
-            while not self.stopping.is_set():
+            while not self.blocks.stopping.is_set():
                 data = self.f.read1(self.BLOCK)
-                if not put_unless_stopped(self.blocks, (data, None), self.stopping) or not data:
+                if not self.blocks.put(data) or not data:
                     return
         except BaseException as e:  # noqa: BLE001 - handed to the reader, raised there
-            put_unless_stopped(self.blocks, (b"", e), self.stopping)
+            self.blocks.put(b"", e)
 
     def read1(self, n: int = -1) -> bytes:
         """The next block (of up to 64 KiB, whatever `n`), b"" at the end."""
-        if self.ended:
-            return b""
-        data, error = self.blocks.get()
-        if error is not None:
-            self.ended = True
-            raise error
-        if not data:
-            self.ended = True
-        return data
+        return self.blocks.take()
 
     read = read1
 
     def close(self) -> None:
-        self.stopping.set()
+        self.blocks.stop()
         self.thread.join()
         self.f.close()
 

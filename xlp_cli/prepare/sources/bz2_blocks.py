@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import bz2
 import collections
-import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from xlp_cli.core.errors import BadInput
-from xlp_cli.core.handoff import put_unless_stopped
+from xlp_cli.core.handoff import Blocks
 from xlp_cli.prepare.sources import compressed
 from xlp_cli.prepare.sources._files import track
 from xlp_cli.text.native import module
@@ -64,9 +63,8 @@ class ParallelBz2:
             self.raw = track(self.path, open(self.path, "rb"))  # (its position: the progress bar's)
         except OSError as e:
             raise BadInput(f"cannot open: {e.strerror or e}", path=path) from None
-        self.out: queue.Queue = queue.Queue(self.ahead)
-        self.stopping = threading.Event()
-        self.ended = False
+        self.blocks = Blocks(self.ahead)
+        self.stopping = self.blocks.stopping
         self.native = module()
         self.thread = threading.Thread(target=self._fill, name="xlp-bz2", daemon=True)
         self.thread.start()
@@ -75,27 +73,18 @@ class ParallelBz2:
     def read1(self, n: int = -1) -> bytes:
         """The next decompressed bytes (a block, at most BLOCK_LIMIT; 64 KiB at a time after a hand-over to the
         sequential decoder), b"" at the end."""
-        if self.ended:
-            return b""
-        data, error = self.out.get()
-        if error is not None:
-            self.ended = True
-            raise error
-        if not data:
-            self.ended = True
-        return data
+        return self.blocks.take()
 
     read = read1
 
     def close(self) -> None:
-        self.stopping.set()  # (the filler sees it between blocks, and within 0.1 s when the queue is full)
+        self.blocks.stop()  # (the filler sees it between blocks, and within 0.1 s when the queue is full)
         self.thread.join()
         self.raw.close()
-        self.ended = True
 
     # ---------------------------------------------------------------- the filler thread
     def _put(self, data: bytes, error: BaseException | None = None) -> bool:
-        return put_unless_stopped(self.out, (data, error), self.stopping)
+        return self.blocks.put(data, error)
 
     def _fill(self) -> None:
         self.handed = 0  # decompressed bytes handed over
