@@ -279,32 +279,34 @@ def process_to_table(chunk: list[tuple], n_records: int, end: int | None = None,
     pages = None if fatal or not chunk else _page_columns(chunk)
     if pages is not None:  # Wikipedia pages, natively from wikitext to columns
         cols, dropped, paragraphs, nbytes = pages
-        meta = {"records": n_records + paragraphs, "bytes": nbytes, "dropped": dropped, "problems": list(problems),
-                "end": end, **extra}
-        table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
-        return meta, table
-    chunk, paragraphs, page_problems = expand_pages(chunk)
-    n_records += paragraphs
-    problems = list(problems) + page_problems
-    if extra.get("fatal") or (problems and _ON_ERROR == "raise"):  # the main process raises; a rerun meets it again
-        return {"records": n_records, "bytes": 0, "dropped": {}, "problems": problems[:1], "end": end, **extra,
-                "written": False}, None
-    if chunk and set(map(len, chunk)) == {4} and set(map(_KIND, chunk)) == {"m"}:  # the common case, by column
-        cols, dropped = _mono_columns(chunk)
-        nbytes = len("".join([t[2] for t in chunk]).encode("utf-8", "surrogatepass"))
+        problems = list(problems)
     else:
-        rows = process_chunk(chunk)
-        dropped = {}
-        for r in rows:
-            if r[0] == "x":
-                dropped[r[1]] = dropped.get(r[1], 0) + 1
-        kept = [r if r[0] == "p" else ("m", r[1], r[2], r[3], r[1], None, r[4], None, r[5], None, r[6], r[7])
-                for r in rows if r[0] != "x"]
-        cols = dict(zip(CHUNK_COLUMNS, map(list, zip(*kept)))) if kept else {c: [] for c in CHUNK_COLUMNS}
-        nbytes = sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
-    meta = {"records": n_records, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end, **extra}
+        chunk, paragraphs, page_problems = expand_pages(chunk)
+        problems = list(problems) + page_problems
+        if extra.get("fatal") or (problems and _ON_ERROR == "raise"):  # the main process raises; a rerun meets it
+            return {"records": n_records + paragraphs, "bytes": 0, "dropped": {}, "problems": problems[:1],
+                    "end": end, **extra, "written": False}, None
+        cols, dropped, nbytes = _task_columns(chunk)
+    meta = {"records": n_records + paragraphs, "bytes": nbytes, "dropped": dropped, "problems": problems, "end": end,
+            **extra}
     table = pa.Table.from_pydict(cols, schema=CHUNK_SCHEMA).replace_schema_metadata({"xlp": json.dumps(meta)})
     return meta, table
+
+
+def _task_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int], int]:
+    """The chunk table's columns of mono and pair tasks -> (columns, dropped, the tasks' UTF-8 bytes)."""
+    if chunk and set(map(len, chunk)) == {4} and set(map(_KIND, chunk)) == {"m"}:  # the common case, by column
+        cols, dropped = _mono_columns(chunk)
+        return cols, dropped, len("".join([t[2] for t in chunk]).encode("utf-8", "surrogatepass"))
+    rows = process_chunk(chunk)
+    dropped = {}
+    for r in rows:
+        if r[0] == "x":
+            dropped[r[1]] = dropped.get(r[1], 0) + 1
+    kept = [r if r[0] == "p" else ("m", r[1], r[2], r[3], r[1], None, r[4], None, r[5], None, r[6], r[7])
+            for r in rows if r[0] != "x"]
+    cols = dict(zip(CHUNK_COLUMNS, map(list, zip(*kept)))) if kept else {c: [] for c in CHUNK_COLUMNS}
+    return cols, dropped, sum(_utf8_len(t[2]) if t[0] == "m" else _utf8_len(t[3]) + _utf8_len(t[4]) for t in chunk)
 
 
 def write_chunk(path: str | Path, table: pa.Table) -> None:

@@ -61,7 +61,8 @@ class TooLarge(BadInput):
     """A decompressed stream over `--max-expansion` or `--max-member-bytes`."""
 
 
-def _over(out: int, compressed: int, name: str) -> None:
+def check_limits(out: int, compressed: int, name: str) -> None:
+    """TooLarge when `out` decompressed bytes from `compressed` bytes break --max-member-bytes or --max-expansion."""
     if out > LIMITS.max_member_bytes:
         raise TooLarge(f"decompresses to more than {LIMITS.max_member_bytes:,} bytes (--max-member-bytes); refused "
                        "as a possible decompression bomb (raise --max-member-bytes if the file is genuine)", path=name)
@@ -102,7 +103,7 @@ class _Decompressing(io.RawIOBase):
         while not self.pending and not self.done:
             self.pending = self._step()
             self.out += len(self.pending)
-            _over(self.out, self.inp, self.name)
+            check_limits(self.out, self.inp, self.name)
         n = min(len(b), len(self.pending))
         b[:n] = self.pending[:n]
         self.pending = self.pending[n:]
@@ -168,7 +169,7 @@ def member_problem(info: zipfile.ZipInfo) -> str | None:
         return (f"zip member {info.filename!r} uses compression method {info.compress_type}, which xlp cannot "
                 f"read (only {', '.join(ZIP_METHODS.values())})")
     try:
-        _over(info.file_size, info.compress_size, "")
+        check_limits(info.file_size, info.compress_size, "")
     except TooLarge as e:
         return f"zip member {info.filename!r} {e.message}"
     return None
@@ -187,7 +188,7 @@ class _Counted(io.RawIOBase):
     def readinto(self, b: Any) -> int:
         data = self.f.read(min(len(b), OUT))
         self.out += len(data)
-        _over(self.out, max(self.info.compress_size, 1), self.name)
+        check_limits(self.out, max(self.info.compress_size, 1), self.name)
         b[: len(data)] = data
         return len(data)
 
