@@ -62,30 +62,34 @@ def to_numpy(column: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
+def _dictionary(column: Any) -> tuple[Any, list[str]]:
+    """A string column (Array or ChunkedArray) dictionary-encoded, and its dictionary's words."""
+    column = column.combine_chunks() if hasattr(column, "chunks") else column
+    encoded = column.dictionary_encode()
+    return encoded, encoded.dictionary.to_pylist()
+
+
 def equals(column: Any, value: str) -> np.ndarray:
     """A boolean mask of the rows of a string column (no nulls) equal to `value`: `pc.equal(column, value)` without
     a module-level import of pyarrow.compute (~30 ms at every start of `xlp prepare`), nor pandas."""
-    column = column.combine_chunks() if hasattr(column, "chunks") else column
-    encoded = column.dictionary_encode()
-    words = encoded.dictionary.to_pylist()
+    encoded, words = _dictionary(column)
     if value not in words:
-        return np.zeros(len(column), bool)
+        return np.zeros(len(encoded), bool)
     return to_numpy(encoded.indices) == words.index(value)
+
 
 def group_sums(table: Any, keys: list[str], sums: list[str], count: str | None = None) -> Any:
     """`table.group_by(keys).aggregate(sums' "sum", and with `count` the rows as that column)`, sorted by the keys,
     in numpy. Keys: integer or string columns; sums: integer columns without nulls. (Acero's group_by imports
     pyarrow.dataset, and with it pandas, and costs ~40 ms at its first call: too much for counts of a few rows.)"""
-    import pyarrow as pa
+    import pyarrow as pa  # (this module loads at CLI start-up, where `xlp text` does without pyarrow)
 
     codes, outs = [], []  # per key: int64 codes in sort order; how to turn a code back into the key's value
     for name in keys:
         column = table.column(name)
-        column = column.combine_chunks() if hasattr(column, "chunks") else column
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            encoded = column.dictionary_encode()
-            words = np.array(encoded.dictionary.to_pylist(), dtype=object)
-            by_word = np.argsort(words, kind="stable")  # sorted place -> dictionary code
+            encoded, words = _dictionary(column)
+            by_word = np.argsort(np.array(words, dtype=object), kind="stable")  # sorted place -> dictionary code
             rank = np.empty(len(words), np.int64)
             rank[by_word] = np.arange(len(words))
             codes.append(rank[to_numpy(encoded.indices)])

@@ -245,7 +245,8 @@ def _page_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int], i
     native_converter = getattr(extract, "native", None)
     if native_converter is None or pipe.segmenter(lang) is not None:
         return None
-    if any(t[0] != "w" or t[1] != lang or t[3] != source or t[6] is not extract or t[7] != context for t in chunk):
+    if any(t[0] != "w" or t[1] != lang or t[3] != source or t[6] is not extract
+           or (t[7] is not context and t[7] != context) for t in chunk):
         return None
     found = pipe.native(lang).pages(native_converter(context), [t[2] for t in chunk], f"{source}\x00{lang}\x00",
                                     f"{lang}\x00", *_LIMITS)

@@ -54,7 +54,9 @@ class RawPage:
     """A document whose paragraphs are still to be extracted: `extract(text, context)` -> list of paragraph
     texts, each one `Mono(lang, paragraph, source, path + position)`. `extract` must be a module-level
     function (it is pickled by name to the workers); `context` is what it needs besides the text (wikipedia:
-    the dump's link namespaces), shared by the pages of one file."""
+    the dump's link namespaces), shared by the pages of one file. An `extract` with a `.native(context)`
+    attribute (the native converter it runs: wikipedia_text.page_lines) lets process.py take a chunk of such pages
+    from their text to its columns in one native call, with the same result."""
 
     lang: str
     text: str

@@ -103,13 +103,14 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
     defer = opts.defer_pages and not opts.max_records  # --max-records stops after exactly N paragraphs: count here
     pages = 0
     stream: Any
-    if opener is None and opts.read_ahead and compression(path) == "bz2":
+    kind = compression(path) if opts.read_ahead and opener is None else ""
+    if kind == "bz2":
         # --workers N: N // 2 threads decode its blocks (two decoders beside two workers on two cores took ~5% more
         # CPU, sharing the caches, for ~3% less wall time: docs/benchmarks.md)
         stream = ParallelBz2(path, threads=max(1, opts.read_ahead // 2))
     else:
         stream = opener() if opener is not None else open_binary(path)
-        if opts.read_ahead and (opener is not None or compression(path)):
+        if opts.read_ahead and (opener is not None or kind):
             stream = ReadAhead(stream)  # (with --workers N: the main thread parses while another decompresses)
     reader = TolerantStream(stream)
     events = DumpEvents()
