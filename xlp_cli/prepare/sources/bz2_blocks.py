@@ -46,11 +46,15 @@ class _Sequential(Exception):
     """The parallel decoder stops: the sequential one takes over after the bytes handed over so far."""
 
 
-def _decode(stream: bytes) -> bytes:
-    """A one-block stream's bytes (libbz2 checks the block's CRC); ValueError if it is not a whole stream or
-    decodes to more than BLOCK_LIMIT bytes."""
+def _decode(native: Any, data: bytes, start: int, end: int, level: int) -> bytes:
+    """The bytes of the block at bits [start, end) of `data`, whose CRC matched; ValueError if it is damaged or
+    decodes to more than BLOCK_LIMIT bytes. The native decoder (bz2decode.cpp) decodes it; where it does not
+    (damage, or a kind of block it leaves to libbz2), libbz2 decodes the block as a one-block stream and decides."""
+    out = native.bz2_decode(data, start, end, level, BLOCK_LIMIT)
+    if out is not None:
+        return out
     dec = bz2.BZ2Decompressor()
-    out = dec.decompress(stream, BLOCK_LIMIT)
+    out = dec.decompress(native.bz2_block(data, start, end, level), BLOCK_LIMIT)
     if not dec.eof or dec.unused_data:
         raise ValueError("not one whole bzip2 stream of at most BLOCK_LIMIT bytes")
     return out
@@ -179,8 +183,7 @@ class ParallelBz2:
                         end = found[1][0]
                         crc = self.native.bz2_bits(buf, bit + 48, 32)
                         combined = (((combined << 1) | (combined >> 31)) & 0xFFFFFFFF) ^ crc
-                        block = self.native.bz2_block(buf, bit, end, level)
-                        inflight.append((pool.submit(_decode, block), base + (end + 7) // 8))
+                        inflight.append((pool.submit(_decode, self.native, buf, bit, end, level), base + (end + 7) // 8))
                         settle(self.ahead - 1)
                         cut = end // 8  # drop what is before the next block
                         buf, base, bit = buf[cut:], base + cut, end - cut * 8

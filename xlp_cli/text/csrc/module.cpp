@@ -11,6 +11,7 @@
 //   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
 //   xlm_vocab(bytes, specials)                                XLM's read_vocab (vocab.cpp)
 //   bz2_magics / bz2_bits / bz2_block                         a .bz2 stream's blocks (bz2blocks.cpp)
+//   bz2_decode                                                one bzip2 block, decoded (bz2decode.cpp)
 // The work runs without the GIL, so threads can share the cores.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +28,7 @@ namespace xlp {  // bz2blocks.cpp
 PyObject *py_bz2_magics(PyObject *, PyObject *);
 PyObject *py_bz2_bits(PyObject *, PyObject *);
 PyObject *py_bz2_block(PyObject *, PyObject *);
+PyObject *py_bz2_decode(PyObject *, PyObject *);  // bz2decode.cpp
 }  // namespace xlp
 namespace xlp {                                             // wikitext.cpp
 int add_wikitext(PyObject *);
@@ -475,6 +477,7 @@ PyMethodDef module_methods[] = {
     {"bz2_magics", xlp::py_bz2_magics, METH_VARARGS, "bz2_magics(data, start_bit, max) -> [(bit, 1 block | 2 end)]"},
     {"bz2_bits", xlp::py_bz2_bits, METH_VARARGS, "bz2_bits(data, bit, n) -> int"},
     {"bz2_block", xlp::py_bz2_block, METH_VARARGS, "bz2_block(data, start_bit, end_bit, level) -> one-block stream"},
+    {"bz2_decode", xlp::py_bz2_decode, METH_VARARGS, "bz2_decode(data, start_bit, end_bit, level, limit) -> bytes | None"},
     {"record_hashes", py_record_hashes, METH_VARARGS,
      "record_hashes(id_prefix, hash_prefix, texts, portable=False) -> (16 hex digits of sha1, 16 bytes of blake2b per text)"},
     {nullptr, nullptr, 0, nullptr}};
