@@ -8,7 +8,7 @@ compile the extensions with the system C++ compiler (g++ or clang++, C++17).
 from setuptools import Extension, setup
 
 CXX = ["-O3", "-std=c++17"]
-TEXT = ["unicode", "normalize", "prefixes", "tokenize", "case", "hashes", "vocab", "wikitext", "bz2blocks", "bz2decode", "module"]
+TEXT = ["unicode", "normalize", "prefixes", "tokenize", "case", "hashes", "vocab", "wikitext", "bz2blocks", "bz2decode", "dumpxml", "module"]
 
 setup(
     ext_modules=[

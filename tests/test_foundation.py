@@ -102,6 +102,27 @@ def test_manifest_stage_check_and_guard(tmp_path):
         read_manifest(out)
 
 
+def test_manifest_software_versions_are_importlib_metadatas(tmp_path, monkeypatch):
+    """The manifest's package versions come from the .dist-info folders' names (fast), and are exactly what
+    importlib.metadata says, for every package it records; a .dist-info earlier on sys.path wins, as there."""
+    from importlib import metadata
+
+    from xlp_cli.artifacts import manifest
+
+    installed = manifest._dist_info_versions()
+    for pkg in ("xlp",) + manifest.PACKAGES:
+        try:
+            want = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            want = ""
+        assert manifest._version(pkg, installed) == want, pkg
+    (tmp_path / "Sacre.Moses-9.9.9.dist-info").mkdir()
+    (tmp_path / "Sacre.Moses-9.9.9.dist-info" / "METADATA").write_text("Name: sacre.moses\nVersion: 9.9.9\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert manifest._version("sacremoses", manifest._dist_info_versions()) != "9.9.9"  # another name
+    assert manifest._version("sacre-moses", manifest._dist_info_versions()) == "9.9.9" == metadata.version("sacre-moses")
+
+
 def test_find_upstream_follows_links(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     write_manifest(a, new_manifest("prepare", {}))

@@ -62,20 +62,111 @@ def to_numpy(column: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
-def _dictionary(column: Any) -> tuple[Any, list[str]]:
-    """A string column (Array or ChunkedArray) dictionary-encoded, and its dictionary's words."""
-    column = column.combine_chunks() if hasattr(column, "chunks") else column
-    encoded = column.dictionary_encode()
-    return encoded, encoded.dictionary.to_pylist()
+def _flat_strings(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A string or binary column (Array or ChunkedArray, 32-bit offsets) as (offsets: int64, n + 1 of them, from
+    0; its bytes: uint8; valid: bool per row, None without nulls), the chunks joined."""
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    offsets, datas, valids, base = [np.zeros(1, np.int64)], [], [], 0
+    any_null = False
+    for c in chunks:
+        n = len(c)
+        if not n:
+            continue
+        bufs = c.buffers()
+        off = np.frombuffer(bufs[1], np.int32, n + 1, c.offset * 4).astype(np.int64)
+        datas.append(np.frombuffer(bufs[2], np.uint8, int(off[-1] - off[0]), int(off[0])) if bufs[2] is not None and off[-1] > off[0]
+                     else np.empty(0, np.uint8))
+        offsets.append(off[1:] - off[0] + base)
+        base += int(off[-1] - off[0])
+        if c.null_count:
+            any_null = True
+            bits = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")
+            valids.append(bits[c.offset:c.offset + n].astype(bool))
+        else:
+            valids.append(np.ones(n, bool))
+    data = np.concatenate(datas) if len(datas) > 1 else (datas[0] if datas else np.empty(0, np.uint8))
+    return np.concatenate(offsets), data, (np.concatenate(valids) if any_null else None)
+
+
+def _gather(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The strings at `rows` of (offsets, data): their offsets (int64, from 0) and bytes."""
+    starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+    out = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out, data[np.arange(out[-1], dtype=np.int64) + np.repeat(starts - out[:-1], lengths)]
+
+
+_STRINGS = {"string", "binary"}  # the 32-bit-offset types take() gathers itself
+
+
+def take(column: Any, rows: Any) -> Any:
+    """`column.take(rows)` (an Array or ChunkedArray; rows: integer positions) -> Array, in numpy for the column
+    types of prepare's chunk files (strings with or without nulls, fixed-width without nulls); Arrow's take for
+    others. (Arrow's take, filter, dictionary_encode and combine_chunks import pyarrow.compute, whose ~300
+    function wrappers cost ~45 ms of CPU at the first call: in every `xlp prepare`.)"""
+    import pyarrow as pa  # (this module loads at CLI start-up, where `xlp text` does without pyarrow)
+
+    rows = np.asarray(rows, np.int64)
+    n = len(column)
+    if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= n):
+        raise IndexError(f"take: rows outside 0..{n - 1}")
+    t = column.type
+    if n and column.null_count == n:
+        return pa.nulls(len(rows), t)
+    if str(t) in _DTYPES and not column.null_count:
+        return pa.array(to_numpy(column)[rows], t)
+    if str(t) in _STRINGS:
+        offsets, data, valid = _flat_strings(column)
+        off, got = _gather(offsets, data, rows)
+        if off[-1] < 1 << 31:
+            validity = None
+            if valid is not None:
+                mask = valid[rows]
+                validity = pa.py_buffer(np.packbits(mask, bitorder="little"))
+            return pa.Array.from_buffers(t, len(rows), [validity, pa.py_buffer(off.astype(np.int32)), pa.py_buffer(got)],
+                                         null_count=-1 if valid is not None else 0)
+    return column.take(pa.array(rows))
+
+
+def take_rows(table: Any, rows: Any) -> Any:
+    """`table.take(rows)`, column by column through `take`."""
+    import pyarrow as pa
+
+    return pa.Table.from_arrays([take(c, rows) for c in table.columns], schema=table.schema)
+
+
+def codes(column: Any) -> tuple[np.ndarray, list[str]]:
+    """A string column without nulls dictionary-encoded: (each row's code: int64, the words in order of first
+    occurrence), as `dictionary_encode` gives them. Short words (group names: languages, pairs) in numpy; others
+    through Python."""
+    offsets, data, valid = _flat_strings(column)
+    if valid is not None:
+        raise ValueError("codes: the column has nulls")
+    n = len(offsets) - 1
+    lengths = np.diff(offsets)
+    width = int(lengths.max()) if n else 0
+    if n and width <= 32 and not (data == 0).any():  # (NUL-free: a fixed-width bytes value pads with NULs)
+        matrix = np.zeros((n, max(width, 1)), np.uint8)
+        at = np.arange(offsets[-1], dtype=np.int64)
+        row = np.repeat(np.arange(n), lengths)
+        matrix[row, at - offsets[row]] = data
+        words, first, inverse = np.unique(matrix.view(f"S{max(width, 1)}").ravel(), return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # np.unique sorts: back to first occurrence
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        return rank[inverse.ravel()], [w.decode("utf-8") for w in words[order]]
+    seen: dict[str, int] = {}
+    values = column.to_pylist()
+    return np.fromiter((seen.setdefault(v, len(seen)) for v in values), np.int64, len(values)), list(seen)
 
 
 def equals(column: Any, value: str) -> np.ndarray:
     """A boolean mask of the rows of a string column (no nulls) equal to `value`: `pc.equal(column, value)` without
-    a module-level import of pyarrow.compute (~30 ms at every start of `xlp prepare`), nor pandas."""
-    encoded, words = _dictionary(column)
+    pyarrow.compute (see `take`), nor pandas."""
+    found, words = codes(column)
     if value not in words:
-        return np.zeros(len(encoded), bool)
-    return to_numpy(encoded.indices) == words.index(value)
+        return np.zeros(len(found), bool)
+    return found == words.index(value)
 
 
 def group_sums(table: Any, keys: list[str], sums: list[str], count: str | None = None) -> Any:
@@ -84,22 +175,22 @@ def group_sums(table: Any, keys: list[str], sums: list[str], count: str | None =
     pyarrow.dataset, and with it pandas, and costs ~40 ms at its first call: too much for counts of a few rows.)"""
     import pyarrow as pa  # (this module loads at CLI start-up, where `xlp text` does without pyarrow)
 
-    codes, outs = [], []  # per key: int64 codes in sort order; how to turn a code back into the key's value
+    keys_codes, outs = [], []  # per key: int64 codes in sort order; how to turn a code back into the key's value
     for name in keys:
         column = table.column(name)
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            encoded, words = _dictionary(column)
+        if pa.types.is_string(column.type):
+            found, words = codes(column)
             by_word = np.argsort(np.array(words, dtype=object), kind="stable")  # sorted place -> dictionary code
             rank = np.empty(len(words), np.int64)
             rank[by_word] = np.arange(len(words))
-            codes.append(rank[to_numpy(encoded.indices)])
-            outs.append(lambda c, d=encoded.dictionary, b=by_word: d.take(pa.array(b[c])))
+            keys_codes.append(rank[found])
+            outs.append(lambda c, w=words, b=by_word, t=column.type: pa.array([w[i] for i in b[c]], t))
         else:
-            codes.append(to_numpy(column).astype(np.int64))
+            keys_codes.append(to_numpy(column).astype(np.int64))
             outs.append(lambda c, t=column.type: pa.array(c.astype(_DTYPES[str(t)]), t))
     n = table.num_rows
-    order = np.lexsort(codes[::-1]) if n else np.zeros(0, np.int64)
-    sorted_codes = [c[order] for c in codes]
+    order = np.lexsort(keys_codes[::-1]) if n else np.zeros(0, np.int64)
+    sorted_codes = [c[order] for c in keys_codes]
     changes = np.zeros(max(n - 1, 0), bool)
     for c in sorted_codes:
         changes |= c[1:] != c[:-1]

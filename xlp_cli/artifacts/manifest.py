@@ -7,7 +7,10 @@ import datetime as _dt
 import functools
 import hashlib
 import json
+import os
 import platform
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +27,15 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
+PACKAGES = ("pyarrow", "numpy", "torch", "sacremoses", "fastBPE", "sentencepiece", "jieba", "pythainlp", "sacrebleu")
+
+
 @functools.lru_cache(maxsize=1)
 def _versions() -> tuple[tuple[str, str], ...]:
-    out = {"python": platform.python_version(), "xlp": _version("xlp")}
-    for pkg in ("pyarrow", "numpy", "torch", "sacremoses", "fastBPE", "sentencepiece", "jieba", "pythainlp", "sacrebleu"):
-        v = _version(pkg)
+    installed = _dist_info_versions()
+    out = {"python": platform.python_version(), "xlp": _version("xlp", installed)}
+    for pkg in PACKAGES:
+        v = _version(pkg, installed)
         if v:
             out[pkg] = v
     return tuple(out.items())
@@ -40,7 +47,33 @@ def software_versions() -> dict[str, str]:
     return dict(_versions())
 
 
-def _version(pkg: str) -> str:
+def _dist_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _dist_info_versions() -> dict[str, str]:
+    """{name: version} from the `NAME-VERSION.dist-info` folders on sys.path, the first of each name, as
+    importlib.metadata finds them; ~1 ms, where importlib.metadata takes ~25 ms of CPU for the ten packages
+    (its import and a scan of sys.path per package), on every stage's start."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith(".dist-info"):
+                name, sep, version = n[: -len(".dist-info")].partition("-")
+                if sep and version:
+                    found.setdefault(_dist_name(name), version)
+    return found
+
+
+def _version(pkg: str, installed: dict[str, str]) -> str:
+    """The package's version: from its .dist-info folder's name, else (an .egg-info install, or none)
+    importlib.metadata's answer, "" if it is not installed."""
+    if _dist_name(pkg) in installed:
+        return installed[_dist_name(pkg)]
     from importlib import metadata
 
     try:

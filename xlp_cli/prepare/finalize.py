@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli.artifacts.arrow_numpy import to_numpy
+from xlp_cli.artifacts.arrow_numpy import codes, take_rows, to_numpy
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.shards import GroupWriter
 
@@ -134,16 +134,14 @@ class Finalizer:
             new = self.seen.add_batch(to_numpy(table.column("h")))
             if not new.all():
                 self.dropped["duplicate"] += int((~new).sum())
-                table = table.filter(pa.array(new))
+                table = take_rows(table, np.flatnonzero(new))
                 if table.num_rows == 0:
                     return
         u = split_values(to_numpy(table.column("u")))
-        groups = table.column("group").combine_chunks().dictionary_encode()
-        codes = to_numpy(groups.indices)
-        names = groups.dictionary.to_pylist()
+        group_codes, names = codes(table.column("group"))
         kinds = table.column("kind")
         for k, group in enumerate(names):
-            idx = np.flatnonzero(codes == k)
+            idx = np.flatnonzero(group_codes == k)
             rooms = self.rules.rooms(self.kept[group], self.per_split["valid"][group], self.per_split["test"][group])
             take, dropped = assign(idx, u[idx], self.rules, rooms)
             self.dropped.update(dropped)
@@ -160,7 +158,7 @@ class Finalizer:
                 w = self.writers.get(key)
                 if w is None:
                     w = self.writers[key] = GroupWriter(self.out, split, group, pair, self.rules.shard_size, self.sink)
-                w.add_table(select_columns(table.take(pa.array(rows)), pair))
+                w.add_table(select_columns(take_rows(table, rows), pair))
                 self.per_split[split][group] += len(rows)
 
     def close(self) -> tuple[dict, dict, dict]:

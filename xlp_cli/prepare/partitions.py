@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from xlp_cli.artifacts.arrow_numpy import group_sums, to_numpy
+from xlp_cli.artifacts.arrow_numpy import group_sums, take, take_rows, to_numpy
 from xlp_cli.artifacts.shards import read_table
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.finalize import Rules, split_values
@@ -49,7 +49,7 @@ def chunk_keys(table: pa.Table, k: int, parts: int, rules: Rules) -> list[pa.Tab
     for p in range(parts):
         rows = np.flatnonzero(part == p).astype(np.int32)
         out.append(pa.table({"k": pa.array(np.full(len(rows), k, dtype=np.int32)), "row": pa.array(rows),
-                             "h": pa.array(h[rows]), "cls": pa.array(cls[rows]), "group": group.take(pa.array(rows))}))
+                             "h": pa.array(h[rows]), "cls": pa.array(cls[rows]), "group": take(group, rows)}))
     return out
 
 
@@ -92,7 +92,7 @@ class DedupPartition:
             new = self.seen.add_batch(to_numpy(keys.column("h")))
         else:
             new = np.ones(keys.num_rows, dtype=bool)
-        counts = count_new(keys.filter(pa.array(new)))
+        counts = count_new(take_rows(keys, np.flatnonzero(new)))
         self.counts.append(counts.append_column("s", pa.array(np.full(counts.num_rows, s, dtype=np.int32))))
         self.duplicates += int((~new).sum())
         return np.stack([to_numpy(keys.column("k"))[~new], to_numpy(keys.column("row"))[~new]],

@@ -59,11 +59,11 @@ class RawPage:
     from their text to its columns in one native call, with the same result."""
 
     lang: str
-    text: str
+    text: str | bytes  # (bytes: UTF-8, as the Wikipedia dump reader gives it; `extract` takes either)
     source: str
     path: str  # for messages: the file
     position: str  # and the place in it ("#title"); origin = path + position
-    extract: Callable[[str, Any], list[str]]
+    extract: Callable[[Any, Any], list[str]]  # (text, context) -> paragraphs
     context: Any = None
 
     def monos(self) -> list[Mono]:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xlp_cli.artifacts.arrow_numpy import equals, to_numpy
+from xlp_cli.artifacts.arrow_numpy import equals, take_rows, to_numpy
 from xlp_cli.artifacts.shards import read_table, shard_entry
 from xlp_cli.core.errors import WorkFailed
 from xlp_cli.prepare.finalize import Rooms, Rules, assign, select_columns, split_values
@@ -70,7 +70,7 @@ def write_shard(out: Path, work: Path, spec: ShardSpec, rules: Rules, dups: Dups
             if writer is None:
                 writer = GroupWriter(out, spec.split, spec.group, pair, rules.shard_size)
                 writer.index = spec.index
-            writer.add_table(select_columns(table.take(pa.array(rows)), pair))
+            writer.add_table(select_columns(take_rows(table, rows), pair))
         assert writer is not None
         writer.close()
     except BaseException:

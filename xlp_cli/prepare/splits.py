@@ -42,7 +42,8 @@ from xlp_cli.prepare.workdir import chunk_path
 from xlp_cli.text.langs import safe_folder_name
 
 # how much a page weighs when cutting chunks: about its number of paragraphs (wikipedia samples: one
-# paragraph per 220-1,100 characters of wikitext)
+# paragraph per 220-1,100 characters of wikitext), from the length of its text: characters, or UTF-8 bytes where
+# the reader gives bytes, as the dump reader does (1-3 bytes a character: within that spread)
 _PAGE_CHARS = 500
 
 

@@ -51,6 +51,7 @@ NAME = "wikipedia"
 
 NON_PROSE_NS_KEYS = {"-2", "-1", "2", "4", "6", "8", "10", "12", "14", "100", "828"}
 _REDIRECT = re.compile(r"\s*#\s*([^\W\d_]+)\s*:?\s*\[\[")  # #REDIRECT [[x]], #WEITERLEITUNG [[x]], ...
+_ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())  # what `\s` matches below U+0080
 # expat error codes that mean "the document ended early" (not a syntax error in the middle)
 _TRUNCATED_CODES = {3, 5, 6, 20}  # no element found, unclosed token, partial character, unclosed CDATA
 
@@ -193,8 +194,8 @@ def _read_dump(path: Path, opts: SourceOptions, errors: ErrorPolicy, per_lang: C
         errors.bad("no <page> found: not a MediaWiki pages-articles dump, or empty", path=path)
 
 
-def _article(page: Page, prose_ns_names: set[str]) -> tuple[str, str] | None:
-    """(title, wikitext) of a main-namespace article with text; None for other pages and redirects."""
+def _article(page: Page, prose_ns_names: set[str]) -> tuple[str, bytes] | None:
+    """(title, wikitext as UTF-8) of a main-namespace article with text; None for other pages and redirects."""
     title = (page.title or "").strip()
     if page.ns is not None:
         if page.ns.strip() != "0":
@@ -206,7 +207,9 @@ def _article(page: Page, prose_ns_names: set[str]) -> tuple[str, str] | None:
     text = page.text
     if not text:
         return None
-    m = _REDIRECT.match(text)
-    if m and (m.group(1).lower() == "redirect" or m.group(1).isupper()):  # localised magic words are upper case
-        return None
+    first = text.lstrip(_ASCII_SPACE)[:1]  # (a redirect's `#` comes after spaces; some are not ASCII: decoded)
+    if first == b"#" or first >= b"\x80":
+        m = _REDIRECT.match(text.decode("utf-8"))
+        if m and (m.group(1).lower() == "redirect" or m.group(1).isupper()):  # localised magic words are upper case
+            return None
     return title, text

@@ -60,10 +60,11 @@ def wikitext_to_lines(wikitext: str, link_namespaces: set[str] | frozenset[str])
     return converter(frozenset(link_namespaces)).lines(wikitext)
 
 
-def page_lines(wikitext: str, link_namespaces: frozenset[str]) -> list[str]:
-    """`wikitext_to_lines` as a `RawPage.extract` function (runs in the worker processes)."""
+def page_lines(wikitext: str | bytes, link_namespaces: frozenset[str]) -> list[str]:
+    """`wikitext_to_lines` as a `RawPage.extract` function (runs in the worker processes); the dump reader gives
+    the text as UTF-8 bytes (sources/wikipedia_xml.py)."""
     try:
-        return converter(link_namespaces).lines(wikitext)
+        return converter(link_namespaces).lines(wikitext.decode("utf-8") if isinstance(wikitext, bytes) else wikitext)
     except (UnicodeError, MemoryError) as e:  # a lone surrogate from a character reference; a page too big
         raise RecordProblem(f"wikitext could not be converted ({type(e).__name__}: {e})") from None
 

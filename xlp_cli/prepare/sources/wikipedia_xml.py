@@ -14,18 +14,24 @@ built; the handlers keep only
 - the root's `xml:lang`.
 An element's text is what ElementTree calls `.text`: its character data before its first child element.
 Element names are compared without their namespace (dumps declare export-0.10, 0.11, ... as the default).
-Without ElementTree's elements for every `<contributor>`, `<timestamp>` and `<sha1>`, the vi dump's 15 MB of XML
-take 0.107 s of CPU instead of 0.128 s (best of 5); memory holds one page's fields at a time.
+
+The handlers are C++ (text/csrc/dumpxml.cpp's DumpParser), on Python's own expat through the C API pyexpat
+exports (as _elementtree uses it): the same checks, errors and encodings as xml.parsers.expat. A block parses
+without the GIL, and a page's text comes out as UTF-8 bytes, which the native text pipeline takes as they are.
+On the vi dump's 15 MB of XML: 0.102 s of CPU with Python handlers (tests/dump_events_oracle.py, the former
+reader, now the test oracle) -> 0.066 s, and no str of 12 MB to make here and to encode again in the workers
+(docs/benchmarks.md). Memory holds one page's fields at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 from xml.parsers import expat
 
+from xlp_cli.text.native import module
+
 XML_LANG = "http://www.w3.org/XML/1998/namespace}lang"  # (the name expat gives xml:lang with "}" as separator)
-BLOCK = 1 << 16  # bytes given to expat at a time; also the most character data it buffers per callback
+BLOCK = 1 << 16  # bytes given to expat at a time
 
 
 @dataclasses.dataclass(slots=True)
@@ -40,118 +46,28 @@ class Page:
     ns: str | None
     redirect: bool
     revision: bool  # whether it has a <revision>
-    text: str | None  # the first revision's <text> (None: no such element)
-
-
-def _local(name: str) -> str:
-    return name.rpartition("}")[2]
+    text: bytes | None  # the first revision's <text>, UTF-8 (None: no such element)
 
 
 class DumpEvents:
     """Feed the dump's bytes in blocks; each `feed` returns the SiteInfo and Page items completed by that block.
-    Raises expat.ExpatError for malformed XML (and, with `final`, for a document that ended early)."""
+    Malformed XML (and, with `final`, a document that ended early): `self.error`, an expat.ExpatError."""
 
     def __init__(self) -> None:
-        p = expat.ParserCreate(None, "}")  # the encoding from the XML declaration or the BOM, as ElementTree
-        p.buffer_text = True
-        p.buffer_size = BLOCK
-        p.StartElementHandler = self._start
-        p.EndElementHandler = self._end
-        p.CharacterDataHandler = self._data
-        self.parser = p
-        self.root_lang: str | None = None
-        self.items: list[SiteInfo | Page] = []
+        self.parser = module().DumpParser()
         self.error: expat.ExpatError | None = None
-        self.depth = 0
-        # the element being read: <page> or <siteinfo>, its depth, and the fields found so far
-        self.page: dict[str, Any] | None = None
-        self.site: SiteInfo | None = None
-        self.top = 0  # depth of the open <page> / <siteinfo>
-        self.revision = 0  # depth of the page's first <revision> while it is open (0: none open)
-        self.namespaces = 0  # depth of <siteinfo>'s <namespaces> while it is open
-        # the element whose text is being collected: where its text goes, its depth, its key attribute
-        self.target: str | None = None
-        self.target_depth = 0
-        self.key: str | None = None
-        self.parts: list[str] = []
+
+    @property
+    def root_lang(self) -> str | None:
+        return self.parser.root_lang
 
     def feed(self, data: bytes, final: bool = False) -> list[SiteInfo | Page]:
         """The items completed by `data`. Malformed XML: the items completed before the error, and the error
         in `self.error` (the caller raises it once it has taken them)."""
-        try:
-            self.parser.Parse(data, final)
-        except expat.ExpatError as e:
-            self.error = e
-        items, self.items = self.items, []
-        return items
-
-    def _collect(self, target: str, key: str | None = None) -> None:
-        self.target, self.target_depth, self.key, self.parts = target, self.depth, key, []
-
-    def _start(self, name: str, attrs: dict[str, str]) -> None:
-        depth = self.depth = self.depth + 1
-        if self.target is not None:
-            self._finish()  # a child element: the text before it is the whole `.text`
-        local = _local(name)
-        if depth == 1:
-            self.root_lang = attrs.get(XML_LANG)
-        page, site = self.page, self.site
-        if page is not None:
-            if depth == self.top + 1:
-                if local in ("title", "ns") and local not in page:
-                    self._collect(local)
-                elif local == "redirect":
-                    page["redirect"] = True
-                elif local == "revision" and "revision" not in page:
-                    page["revision"] = True
-                    self.revision = depth
-            elif self.revision and depth == self.revision + 1 and local == "text" and "text" not in page:
-                self._collect("text")
-        elif site is not None:
-            if depth == self.top + 1:
-                if local == "dbname" and site.dbname is None:
-                    self._collect("dbname")
-                elif local == "namespaces":
-                    self.namespaces = depth
-            elif self.namespaces and depth == self.namespaces + 1 and local == "namespace":
-                self._collect("namespace", attrs.get("key"))
-        elif local == "page":
-            self.page, self.top = {}, depth
-        elif local == "siteinfo":
-            self.site, self.top = SiteInfo(None, []), depth
-
-    def _data(self, text: str) -> None:
-        if self.target is not None and self.depth == self.target_depth:
-            self.parts.append(text)
-
-    def _finish(self) -> None:
-        """Store the text collected for the target element."""
-        target, text, self.target, self.parts = self.target, "".join(self.parts), None, []
-        if target == "namespace":
-            assert self.site is not None
-            self.site.namespaces.append((self.key, text))
-        elif target == "dbname":
-            assert self.site is not None
-            self.site.dbname = text
-        elif self.page is not None and target is not None:
-            self.page[target] = text
-
-    def _end(self, name: str) -> None:
-        depth = self.depth
-        self.depth -= 1
-        if self.target is not None and depth == self.target_depth:
-            self._finish()
-        elif depth == self.revision:
-            self.revision = 0
-        elif depth == self.namespaces:
-            self.namespaces = 0
-        if depth != self.top:
-            return
-        if self.page is not None:
-            p = self.page
-            self.items.append(Page(p.get("title"), p.get("ns"), p.get("redirect", False), p.get("revision", False),
-                                   p.get("text")))
-            self.page = None
-        elif self.site is not None:
-            self.items.append(self.site)
-            self.site = None
+        found = self.parser.feed(data, final)
+        if self.error is None and self.parser.error is not None:
+            code, line, column = self.parser.error
+            error = expat.ExpatError(f"{expat.ErrorString(code)}: line {line}, column {column}")  # (pyexpat's words)
+            error.code, error.lineno, error.offset = code, line, column
+            self.error = error
+        return [Page(*t[1:]) if t[0] == "page" else SiteInfo(t[1], t[2]) for t in found]

@@ -6,12 +6,13 @@
 //                                                           3 the tokenizer alone, 4 the `raw` column
 //                                                           (zh, th: xlp runs its segmenter between 1 and 2)
 //     .run_bytes(bytes, stage, max_line) -> (bytes, [(line index, problem)])
-//     .pages(Wikitext, list[str], ...) -> columns          Wikipedia pages to prepare's columns (process.py)
+//     .pages(Wikitext, list[bytes | str], ...) -> columns  Wikipedia pages to prepare's columns (process.py)
 //   check_lines(bytes, max_line) -> [(line index, problem)]   the checks of run_bytes alone
 //   normalize(str, lang) / remove_non_printing(str) / lowercase(str, mode)
 //   xlm_vocab(bytes, specials)                                XLM's read_vocab (vocab.cpp)
 //   bz2_magics / bz2_bits / bz2_block                         a .bz2 stream's blocks (bz2blocks.cpp)
 //   bz2_decode                                                one bzip2 block, decoded (bz2decode.cpp)
+//   DumpParser()                                              a MediaWiki dump's pages, from expat (dumpxml.cpp)
 // The work runs without the GIL, so threads can share the cores.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,6 +31,7 @@ PyObject *py_bz2_bits(PyObject *, PyObject *);
 PyObject *py_bz2_block(PyObject *, PyObject *);
 PyObject *py_bz2_decode(PyObject *, PyObject *);  // bz2decode.cpp
 }  // namespace xlp
+namespace xlp { int add_dumpxml(PyObject *); }  // dumpxml.cpp
 namespace xlp {                                             // wikitext.cpp
 int add_wikitext(PyObject *);
 const void *wikitext_rules(PyObject *);
@@ -282,7 +284,7 @@ PyObject *Pipeline_run_bytes(PipelineObject *self, PyObject *args) {
 // the raw is empty), the length filter, and the ids and hashes of the kept paragraphs (record_hashes). What
 // process.py's general path computes from Wikitext.lines, run, length_problems and record_hashes, without a
 // Python str per paragraph.
-//   pages(converter, texts, id_prefix, hash_prefix, min_tokens, max_tokens)
+//   pages(converter, texts (bytes or str), id_prefix, hash_prefix, min_tokens, max_tokens)
 //   -> (paragraphs, their UTF-8 bytes, why: one length code per paragraph, raw bytes, raw offsets, text bytes,
 //       text offsets, ids, digests): the kept paragraphs' columns (offsets: int32, n + 1 of them);
 //   None where a page is not valid Unicode, a paragraph not valid UTF-8 or the columns over 2 GiB: the caller
@@ -297,15 +299,17 @@ PyObject *Pipeline_pages(PipelineObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "pages() needs a Wikitext converter");
         return nullptr;
     }
-    PyObject *fast = PySequence_Fast(seq, "pages() needs a list of str");
+    PyObject *fast = PySequence_Fast(seq, "pages() needs a list of bytes or str");
     if (!fast) return nullptr;
     const Py_ssize_t n_pages = PySequence_Fast_GET_SIZE(fast);
     std::vector<std::string> pages(static_cast<size_t>(n_pages));
     for (Py_ssize_t i = 0; i < n_pages; ++i) {
         PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
         Py_ssize_t len;
-        const char *p = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &len) : nullptr;
-        if (!p) {  // not a str, or a lone surrogate
+        char *b = nullptr;  // a page's text: UTF-8 bytes (the dump reader's), or a str
+        const char *p = PyBytes_Check(o) ? (PyBytes_AsStringAndSize(o, &b, &len) == 0 ? b : nullptr)
+                        : PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &len) : nullptr;
+        if (!p) {  // neither, or a str with a lone surrogate
             Py_DECREF(fast);
             PyErr_Clear();
             Py_RETURN_NONE;
@@ -504,7 +508,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         Py_DECREF(m);
         return nullptr;
     }
-    if (xlp::add_wikitext(m) < 0) {
+    if (xlp::add_wikitext(m) < 0 || xlp::add_dumpxml(m) < 0) {
         Py_DECREF(m);
         return nullptr;
     }

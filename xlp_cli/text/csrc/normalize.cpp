@@ -61,7 +61,7 @@ void lit(U32 &s, Presence &p, const char32_t *from, const char32_t *to) {
     for (const char32_t *c = from; *c; ++c)
         if (!p.may(*c)) return;  // (" :" needs a ':': most rules start with a space, which every line has)
     const size_t nf = cslen(from);
-    size_t pos = s.find(from, 0, nf);
+    size_t pos = find32(s, from, 0, nf);
     if (pos == U32::npos) return;
     U32 out;
     out.reserve(s.size() + 16);
@@ -70,7 +70,7 @@ void lit(U32 &s, Presence &p, const char32_t *from, const char32_t *to) {
         out.append(s, last, pos - last);
         out.append(to);
         last = pos + nf;
-        pos = s.find(from, last, nf);
+        pos = find32(s, from, last, nf);
     }
     out.append(s, last, U32::npos);
     s.swap(out);
@@ -84,7 +84,7 @@ void lits(U32 &s, Presence &p, std::initializer_list<std::pair<const char32_t *,
 
 // s/ +/ /g
 void squeeze_spaces(U32 &s, const Presence &p) {
-    if (!p.may(U' ') || s.find(U"  ") == U32::npos) return;
+    if (!p.may(U' ') || find32(s, U"  ") == U32::npos) return;
     size_t w = 0;
     for (size_t i = 0; i < s.size(); ++i)
         if (!(s[i] == U' ' && w > 0 && s[w - 1] == U' ')) s[w++] = s[i];
@@ -120,7 +120,7 @@ void triple(U32 &s, Presence &p, char32_t mid, A a, B b, const char32_t *rep) {
 
 // s/X */. /g  (replace-unicode-punctuation's ideographic and fullwidth full stops)
 void stop_spaces(U32 &s, Presence &p, char32_t x) {
-    if (!p.may(x) || s.find(x) == U32::npos) return;
+    if (!p.may(x) || find32(s, x) == U32::npos) return;
     U32 out;
     out.reserve(s.size() + 8);
     for (size_t i = 0; i < s.size();) {

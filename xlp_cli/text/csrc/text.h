@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cwchar>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +16,31 @@
 namespace xlp {
 
 using U32 = std::u32string;
+
+// s.find(c, pos) and s.find(pat, pos, n), through glibc's vectorised wmemchr where
+// wchar_t is 32 bits (std::char_traits<char32_t>::find is a loop a character at a time).
+inline size_t find32(const U32 &s, char32_t c, size_t pos = 0) {
+    if (pos >= s.size()) return U32::npos;
+#if WCHAR_MAX > 0xFFFF
+    const auto *base = reinterpret_cast<const wchar_t *>(s.data());
+    const wchar_t *hit = std::wmemchr(base + pos, wchar_t(c), s.size() - pos);
+    return hit ? size_t(hit - base) : U32::npos;
+#else
+    return s.find(c, pos);
+#endif
+}
+inline size_t find32(const U32 &s, const char32_t *pat, size_t pos, size_t n) {
+    if (n == 0) return pos <= s.size() ? pos : U32::npos;
+    for (size_t i = find32(s, pat[0], pos); i != U32::npos; i = find32(s, pat[0], i + 1)) {
+        if (i + n > s.size()) return U32::npos;
+        if (std::char_traits<char32_t>::compare(s.data() + i + 1, pat + 1, n - 1) == 0) return i;
+    }
+    return U32::npos;
+}
+inline size_t find32(const U32 &s, const char32_t *pat) {
+    return find32(s, pat, 0, std::char_traits<char32_t>::length(pat));
+}
+inline size_t find32(const U32 &s, const U32 &pat) { return find32(s, pat.data(), 0, pat.size()); }
 
 // ------------------------------------------------------------------ character tables (unicode.cpp)
 class CharSet {

@@ -17,7 +17,7 @@ bool starts_with(const U32 &s, size_t at, const char32_t *lit) {
 // s/(A)[M](B)/$1 REP $2/g for one-character groups.
 template <class A, class B>
 void triple(U32 &s, char32_t mid, A a, B b, const char32_t *rep) {
-    if (s.size() < 3 || s.find(mid) == U32::npos) return;
+    if (s.size() < 3 || find32(s, mid) == U32::npos) return;
     U32 out;
     out.reserve(s.size() + 16);
     for (size_t i = 0; i < s.size();) {
@@ -35,11 +35,11 @@ void triple(U32 &s, char32_t mid, A a, B b, const char32_t *rep) {
 
 // s/FROM/TO/g for a literal FROM; returns whether it matched.
 bool lit(U32 &s, const char32_t *from, const char32_t *to) {
-    size_t nf = cslen(from), pos = s.find(from, 0, nf);
+    size_t nf = cslen(from), pos = find32(s, from, 0, nf);
     if (pos == U32::npos) return false;
     U32 out;
     size_t last = 0;
-    for (; pos != U32::npos; pos = s.find(from, last, nf)) {
+    for (; pos != U32::npos; pos = find32(s, from, last, nf)) {
         out.append(s, last, pos - last);
         out.append(to);
         last = pos + nf;
@@ -51,7 +51,7 @@ bool lit(U32 &s, const char32_t *from, const char32_t *to) {
 
 // sacremoses' restore_multidots: every (?:DOT)+MULTI -> as many periods as DOTs.
 void restore_markers(U32 &s) {
-    if (s.find(U"MULTI") == U32::npos) return;
+    if (find32(s, U"MULTI") == U32::npos) return;
     U32 out;
     out.reserve(s.size());
     for (size_t i = 0; i < s.size();) {
@@ -132,7 +132,7 @@ void Tokenizer::pad(U32 &t) const {
     t.swap(out);
     // s/(X)(?=$|[^\p{Ll}])/ $1 /g: X not followed by a lowercase letter is separated anyway
     const U32 x = fi_sv ? U":" : ca ? U"\u00c2\u00b7" : (perl && lang_ == "tdt") ? U"'" : U"";
-    if (x.empty() || t.find(x) == U32::npos) return;
+    if (x.empty() || find32(t, x) == U32::npos) return;
     const CharSet &ll = tables().perl_ll;
     out.clear();
     for (size_t i = 0; i < t.size();) {
@@ -150,11 +150,11 @@ void Tokenizer::pad(U32 &t) const {
 }
 
 void Tokenizer::multidots(U32 &t, bool &literal) const {
-    literal = flavour_ == Flavour::Perl && t.find(U"DOTMULTI") != U32::npos;
+    literal = flavour_ == Flavour::Perl && find32(t, U"DOTMULTI") != U32::npos;
     U32 out;
-    if (t.find(U"..") != U32::npos) multidot_runs(t, literal);
+    if (find32(t, U"..") != U32::npos) multidot_runs(t, literal);
     if (!literal) return;
-    while (t.find(U"DOTMULTI.") != U32::npos) {
+    while (find32(t, U"DOTMULTI.") != U32::npos) {
         // s/DOTMULTI\.([^\.])/DOTDOTMULTI $1/g
         out.clear();
         for (size_t i = 0; i < t.size();) {
@@ -172,7 +172,7 @@ void Tokenizer::multidots(U32 &t, bool &literal) const {
 }
 
 void Tokenizer::commas(U32 &t) const {
-    if (t.find(U',') == U32::npos) return;
+    if (find32(t, U',') == U32::npos) return;
     const CharSet &n = *n_;
     U32 out;
     out.reserve(t.size() + 16);
@@ -205,7 +205,7 @@ void Tokenizer::commas(U32 &t) const {
 }
 
 void Tokenizer::apostrophes(U32 &t) const {
-    if (t.find(U'\'') == U32::npos) return;
+    if (find32(t, U'\'') == U32::npos) return;
     const CharSet &al = alpha_, &n = *n_;
     auto alpha = [&al](char32_t c) { return al.has(c); };
     auto not_alpha = [&al](char32_t c) { return !al.has(c); };
@@ -256,7 +256,7 @@ void Tokenizer::words_perl(U32 &t) const {
                 for (char32_t c : pre) has_alpha = has_alpha || alpha_.has(c);
                 int kind = prefix_kind(pre);
                 const U32 &next = words[i + 1];
-                if ((pre.find(U'.') != U32::npos && has_alpha) || kind == 1 || (!next.empty() && lower_->has(next[0])))
+                if ((find32(pre, U'.') != U32::npos && has_alpha) || kind == 1 || (!next.empty() && lower_->has(next[0])))
                     split = false;
                 else if (kind == 2 && !next.empty() && next[0] >= U'0' && next[0] <= U'9')
                     split = false;
@@ -296,7 +296,7 @@ void Tokenizer::words_sacremoses(U32 &t) const {
             bool has_alpha = false;
             for (char32_t c : pre) has_alpha = has_alpha || alpha_.has(c);
             int kind = prefix_kind(pre);
-            bool keep = (pre.find(U'.') != U32::npos && has_alpha) || kind == 1 ||
+            bool keep = (find32(pre, U'.') != U32::npos && has_alpha) || kind == 1 ||
                         (k != n - 1 && lower_->has(tokens[k + 1][0]));
             if (!keep && kind == 2 && k + 1 < n && tokens[k + 1][0] >= U'0' && tokens[k + 1][0] <= U'9') keep = true;
             if (!keep) w = pre + U" .";

@@ -1,5 +1,6 @@
 // Character tables (generated into unicode_tables.inc by gen_tables.py) and UTF-8 conversion.
 #include <algorithm>
+#include <cstring>
 
 #include "text.h"
 #include "unicode_tables.inc"
@@ -97,40 +98,66 @@ const char *prefix_file(const std::string &lang) {
     return nullptr;
 }
 
+// (Both write through a pointer into a buffer sized for the worst case, then trim it: a push_back per
+// character checks the capacity each time. Runs of 8 ASCII bytes or characters go a word at a time.)
 void decode_utf8(const char *s, size_t n, U32 &out) {
     const auto *p = reinterpret_cast<const unsigned char *>(s);
-    out.clear();
-    out.reserve(n);
+    out.resize(n);  // at most one character per byte
+    char32_t *o = out.data();
     size_t i = 0;
     while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            if (!(w & 0x8080808080808080ULL)) {
+                for (int k = 0; k < 8; ++k) o[k] = p[i + size_t(k)];
+                o += 8;
+                i += 8;
+                continue;
+            }
+        }
         unsigned char c = p[i];
-        if (c < 0x80) { out.push_back(c); ++i; }
-        else if ((c & 0xE0) == 0xC0) { out.push_back(((c & 0x1F) << 6) | (p[i + 1] & 0x3F)); i += 2; }
+        if (c < 0x80) { *o++ = c; ++i; }
+        else if ((c & 0xE0) == 0xC0) { *o++ = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F); i += 2; }
         else if ((c & 0xF0) == 0xE0) {
-            out.push_back(((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F));
+            *o++ = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
             i += 3;
         } else {
-            out.push_back(((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F));
+            *o++ = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
             i += 4;
         }
     }
+    out.resize(size_t(o - out.data()));
 }
 
 void encode_utf8(const U32 &s, std::string &out) {
-    for (char32_t c : s) {
-        if (c < 0x80) out.push_back(char(c));
-        else if (c < 0x800) { out.push_back(char(0xC0 | (c >> 6))); out.push_back(char(0x80 | (c & 0x3F))); }
-        else if (c < 0x10000) {
-            out.push_back(char(0xE0 | (c >> 12)));
-            out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-            out.push_back(char(0x80 | (c & 0x3F)));
+    const size_t start = out.size(), n = s.size();
+    out.resize(start + 4 * n);  // at most 4 bytes per character
+    char *o = out.data() + start;
+    const char32_t *c = s.data();
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n && (c[i] | c[i + 1] | c[i + 2] | c[i + 3] | c[i + 4] | c[i + 5] | c[i + 6] | c[i + 7]) < 0x80) {
+            for (int k = 0; k < 8; ++k) o[k] = char(c[i + size_t(k)]);
+            o += 8;
+            i += 8;
+            continue;
+        }
+        const char32_t x = c[i++];
+        if (x < 0x80) *o++ = char(x);
+        else if (x < 0x800) { *o++ = char(0xC0 | (x >> 6)); *o++ = char(0x80 | (x & 0x3F)); }
+        else if (x < 0x10000) {
+            *o++ = char(0xE0 | (x >> 12));
+            *o++ = char(0x80 | ((x >> 6) & 0x3F));
+            *o++ = char(0x80 | (x & 0x3F));
         } else {
-            out.push_back(char(0xF0 | (c >> 18)));
-            out.push_back(char(0x80 | ((c >> 12) & 0x3F)));
-            out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-            out.push_back(char(0x80 | (c & 0x3F)));
+            *o++ = char(0xF0 | (x >> 18));
+            *o++ = char(0x80 | ((x >> 12) & 0x3F));
+            *o++ = char(0x80 | ((x >> 6) & 0x3F));
+            *o++ = char(0x80 | (x & 0x3F));
         }
     }
+    out.resize(size_t(o - out.data()));
 }
 
 U32 strip(const U32 &s, const CharSet &space) {
