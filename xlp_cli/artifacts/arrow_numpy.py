@@ -89,11 +89,17 @@ def _flat_strings(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
 
 
 def _gather(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The strings at `rows` of (offsets, data): their offsets (int64, from 0) and bytes."""
-    starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+    """The strings at `rows` of (offsets, data): their offsets (int64, from 0) and bytes. Runs of consecutive rows
+    (most of them, as prepare selects rows) are copied a slice at a time."""
+    lengths = offsets[rows + 1] - offsets[rows]
     out = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(lengths, out=out[1:])
-    return out, data[np.arange(out[-1], dtype=np.int64) + np.repeat(starts - out[:-1], lengths)]
+    if not len(rows):
+        return out, np.empty(0, np.uint8)
+    breaks = np.flatnonzero(rows[1:] != rows[:-1] + 1) + 1
+    firsts, lasts = rows[np.r_[0, breaks]], rows[np.r_[breaks, len(rows)] - 1]
+    pieces = [data[a:b] for a, b in zip(offsets[firsts].tolist(), offsets[lasts + 1].tolist())]
+    return out, (np.concatenate(pieces) if len(pieces) > 1 else pieces[0].copy())
 
 
 _STRINGS = {"string", "binary"}  # the 32-bit-offset types take() gathers itself
