@@ -31,9 +31,21 @@ inline size_t find32(const U32 &s, char32_t c, size_t pos = 0) {
 }
 inline size_t find32(const U32 &s, const char32_t *pat, size_t pos, size_t n) {
     if (n == 0) return pos <= s.size() ? pos : U32::npos;
-    for (size_t i = find32(s, pat[0], pos); i != U32::npos; i = find32(s, pat[0], i + 1)) {
-        if (i + n > s.size()) return U32::npos;
-        if (std::char_traits<char32_t>::compare(s.data() + i + 1, pat + 1, n - 1) == 0) return i;
+    // Anchored on the pattern's first character that is not a space (text has a space every few characters,
+    // and many of the Moses rules' patterns start with one); a pattern of spaces only: a plain scan.
+    size_t a = 0;
+    while (a < n && pat[a] == U' ') ++a;
+    if (a == n) {
+        for (size_t i = pos, run = 0; i < s.size(); ++i) {
+            run = s[i] == U' ' ? run + 1 : 0;
+            if (run == n) return i + 1 - n;
+        }
+        return U32::npos;
+    }
+    for (size_t i = find32(s, pat[a], pos + a); i != U32::npos; i = find32(s, pat[a], i + 1)) {
+        const size_t start = i - a;
+        if (start + n > s.size()) return U32::npos;
+        if (std::char_traits<char32_t>::compare(s.data() + start, pat, n) == 0) return start;
     }
     return U32::npos;
 }

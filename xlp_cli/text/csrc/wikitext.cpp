@@ -690,9 +690,11 @@ inline size_t blank_at(const std::string &s, size_t i) {
 }
 
 // One line of converted text -> the paragraph (empty if the line is to be dropped).
-std::string clean_line(const std::string &line) {
+std::string clean_line(std::string line) {
+    // (A step copies the line only where it may change it: most lines have no '' or __, no ( or [.)
     std::string a;
-    a.reserve(line.size());
+    if (line.find("''") == NPOS && line.find("__") == NPOS) a.swap(line);
+    else a.reserve(line.size());
     // '' and ''' (italic, bold) and __MAGIC_WORDS__
     for (size_t i = 0; i < line.size();) {
         if (line[i] == '\'' && i + 1 < line.size() && line[i + 1] == '\'') {
@@ -711,7 +713,8 @@ std::string clean_line(const std::string &line) {
     }
     // empty brackets "( )", "(, )", "[ ]"
     std::string b;
-    b.reserve(a.size());
+    if (a.find('(') == NPOS && a.find('[') == NPOS) b.swap(a);
+    else b.reserve(a.size());
     for (size_t i = 0; i < a.size();) {
         if (a[i] == '(' || a[i] == '[') {
             size_t j = i + 1, w;
@@ -728,19 +731,20 @@ std::string clean_line(const std::string &line) {
         b.push_back(a[i++]);
     }
     // runs of [ \t\u00a0] -> ' '; no space before , ; . : )
-    std::string c;
-    c.reserve(b.size());
+    std::string c(b.size(), '\0');  // (at most b's bytes: written through a pointer, then trimmed)
+    char *o = c.data();
     for (size_t i = 0; i < b.size();) {
         size_t w = blank_at(b, i);
         if (!w) {
-            c.push_back(b[i++]);
+            *o++ = b[i++];
             continue;
         }
         size_t j = i;
         while (j < b.size() && (w = blank_at(b, j))) j += w;
-        if (!(j < b.size() && std::strchr(",;.:)", b[j]) && b[j])) c.push_back(' ');
+        if (!(j < b.size() && std::strchr(",;.:)", b[j]) && b[j])) *o++ = ' ';
         i = j;
     }
+    c.resize(size_t(o - c.data()));
     // strip, list markers, strip
     size_t lo = 0, hi = c.size(), w;
     for (;;) {
