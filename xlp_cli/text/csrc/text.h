@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cwchar>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +39,28 @@ inline size_t find32(const U32 &s, const char32_t *pat, size_t pos, size_t n) {
     size_t a = 0;
     while (a < n && pat[a] == U' ') ++a;
     if (a == n) {
-        for (size_t i = pos, run = 0; i < s.size(); ++i) {
+        size_t i = pos, run = 0;
+#if defined(__SSE2__)
+        if (n == 2) {  // two spaces (squeeze_spaces asks for them three times a line): 4 characters a step
+            const __m128i space = _mm_set1_epi32(int(U' '));
+            unsigned carry = 0;  // whether the character before this step's 4 is a space
+            for (; i + 4 <= s.size(); i += 4) {
+                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s.data() + i));
+                const unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, space))));
+                const unsigned pairs = (m & (m >> 1)) | (carry & m & 1u);  // bit k: a space at k and one before
+                if (pairs) {
+                    run = carry;
+                    for (; i < s.size(); ++i) {  // (the exact place, a character at a time from here)
+                        run = s[i] == U' ' ? run + 1 : 0;
+                        if (run == n) return i + 1 - n;
+                    }
+                }
+                carry = (m >> 3) & 1u;
+            }
+            run = carry;
+        }
+#endif
+        for (; i < s.size(); ++i) {
             run = s[i] == U' ' ? run + 1 : 0;
             if (run == n) return i + 1 - n;
         }
