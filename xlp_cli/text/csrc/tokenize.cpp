@@ -235,19 +235,23 @@ void Tokenizer::apostrophes(U32 &t) const {
 }
 
 void Tokenizer::words_perl(U32 &t) const {
-    // my @words = split(/\s/, $text): empty fields between spaces are kept, trailing empty ones dropped
-    std::vector<U32> words;
+    // my @words = split(/\s/, $text): empty fields between spaces are kept, trailing empty ones dropped. The
+    // words are spans of t (a copy only for a word ending in "."), written out as they go.
+    std::vector<std::pair<size_t, size_t>> words;  // (start, length)
     size_t start = 0;
-    for (size_t i = 0; i <= t.size(); ++i)
-        if (i == t.size() || t[i] == U' ') { words.push_back(t.substr(start, i - start)); start = i + 1; }
-    while (!words.empty() && words.back().empty()) words.pop_back();
+    for (size_t i = find32(t, U' '); i != U32::npos; i = find32(t, U' ', i + 1)) {
+        words.emplace_back(start, i - start);
+        start = i + 1;
+    }
+    words.emplace_back(start, t.size() - start);
+    while (!words.empty() && words.back().second == 0) words.pop_back();
     const size_t n = words.size();
     U32 out;
     out.reserve(t.size() + 16);
     for (size_t i = 0; i < n; ++i) {
-        U32 &w = words[i];
-        if (w.size() >= 2 && w.back() == U'.') {  // /^(\S+)\.$/
-            U32 pre = w.substr(0, w.size() - 1);
+        const auto [at, len] = words[i];
+        if (len >= 2 && t[at + len - 1] == U'.') {  // /^(\S+)\.$/
+            const U32 pre = t.substr(at, len - 1);
             bool split;
             if (i == n - 1) {
                 split = true;  // split last words independently as they are unlikely to be non-breaking prefixes
@@ -255,26 +259,29 @@ void Tokenizer::words_perl(U32 &t) const {
                 bool has_alpha = false;
                 for (char32_t c : pre) has_alpha = has_alpha || alpha_.has(c);
                 int kind = prefix_kind(pre);
-                const U32 &next = words[i + 1];
-                if ((find32(pre, U'.') != U32::npos && has_alpha) || kind == 1 || (!next.empty() && lower_->has(next[0])))
+                const auto [next_at, next_len] = words[i + 1];
+                if ((find32(pre, U'.') != U32::npos && has_alpha) || kind == 1 || (next_len && lower_->has(t[next_at])))
                     split = false;
-                else if (kind == 2 && !next.empty() && next[0] >= U'0' && next[0] <= U'9')
+                else if (kind == 2 && next_len && t[next_at] >= U'0' && t[next_at] <= U'9')
                     split = false;
                 else
                     split = true;
             }
             if (split) { out.append(pre); out.append(U" ."); }
-            else out.append(w);
+            else out.append(t, at, len);
         } else {
-            out.append(w);
+            out.append(t, at, len);
         }
         out.push_back(U' ');
     }
     // s/ +/ /g; s/^ //g; s/ $//g
-    t.clear();
+    t.resize(out.size());
+    char32_t *o = t.data();
+    const char32_t *const first = o;
     for (char32_t c : out)
-        if (!(c == U' ' && (t.empty() || t.back() == U' '))) t.push_back(c);
-    if (!t.empty() && t.back() == U' ') t.pop_back();
+        if (!(c == U' ' && (o == first || o[-1] == U' '))) *o++ = c;
+    if (o != first && o[-1] == U' ') --o;
+    t.resize(size_t(o - first));
 }
 
 void Tokenizer::words_sacremoses(U32 &t) const {
