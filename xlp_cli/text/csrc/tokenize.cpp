@@ -119,16 +119,16 @@ void Tokenizer::pad(U32 &t) const {
     // tokenizer.perl has no `use utf8`: its Catalan "·" is the two bytes C2 B7, so the class keeps U+00C2 and
     // U+00B7, and the second rule matches the two characters "Â·" (never a lone middle dot).
     const bool fi_sv = perl && (lang_ == "fi" || lang_ == "sv"), ca = perl && lang_ == "ca";
-    U32 out;
-    out.reserve(t.size() + 32);
+    U32 out(3 * t.size(), U'\0');  // (at most 3 characters for each: written through a pointer, then trimmed)
+    char32_t *o = out.data();
     for (char32_t c : t) {
         bool keep = alnum_.has(c) || space_->has(c) || c == U'.' || c == U'\'' || c == U'`' || c == U',' ||
                     c == U'-' || (fi_sv && c == U':') || (ca && (c == 0xC2 || c == 0xB7));
-        if (keep) { out.push_back(c); continue; }
-        out.push_back(U' ');
-        out.push_back(c);
-        out.push_back(U' ');
+        if (keep) { *o++ = c; continue; }
+        o[0] = U' ', o[1] = c, o[2] = U' ';
+        o += 3;
     }
+    out.resize(size_t(o - out.data()));
     t.swap(out);
     // s/(X)(?=$|[^\p{Ll}])/ $1 /g: X not followed by a lowercase letter is separated anyway
     const U32 x = fi_sv ? U":" : ca ? U"\u00c2\u00b7" : (perl && lang_ == "tdt") ? U"'" : U"";
@@ -174,28 +174,31 @@ void Tokenizer::multidots(U32 &t, bool &literal) const {
 void Tokenizer::commas(U32 &t) const {
     if (find32(t, U',') == U32::npos) return;
     const CharSet &n = *n_;
-    U32 out;
-    out.reserve(t.size() + 16);
+    U32 out(2 * t.size() + 2, U'\0');  // (a comma becomes 3 characters: at most twice as many; then trimmed)
+    char32_t *o = out.data();
     for (size_t i = 0; i < t.size();) {  // s/([^\p{IsN}])[,]/$1 , /g
         if (i + 1 < t.size() && t[i + 1] == U',' && !n.has(t[i])) {
-            out.push_back(t[i]);
-            out.append(U" , ");
+            o[0] = t[i], o[1] = U' ', o[2] = U',', o[3] = U' ';
+            o += 4;
             i += 2;
         } else {
-            out.push_back(t[i++]);
+            *o++ = t[i++];
         }
     }
+    out.resize(size_t(o - out.data()));
     t.swap(out);
-    out.clear();
+    out.assign(2 * t.size() + 2, U'\0');
+    o = out.data();
     for (size_t i = 0; i < t.size();) {  // s/[,]([^\p{IsN}])/ , $1/g
         if (t[i] == U',' && i + 1 < t.size() && !n.has(t[i + 1])) {
-            out.append(U" , ");
-            out.push_back(t[i + 1]);
+            o[0] = U' ', o[1] = U',', o[2] = U' ', o[3] = t[i + 1];
+            o += 4;
             i += 2;
         } else {
-            out.push_back(t[i++]);
+            *o++ = t[i++];
         }
     }
+    out.resize(size_t(o - out.data()));
     t.swap(out);
     // s/([\p{IsN}])[,]$/$1 ,/  (sacremoses: "\1 , ")
     if (t.size() >= 2 && t.back() == U',' && n.has(t[t.size() - 2])) {
@@ -322,17 +325,21 @@ U32 Tokenizer::operator()(const U32 &line) const {
         if (blank) return line;
     }
     U32 t;
-    t.reserve(line.size() + 16);
     if (perl) {  // " $text "; s/\s+/ /g; s/[\000-\037]//g; s/ +/ /g; s/^ //g; s/ $//g
+        t.resize(line.size());  // (at most the line's characters: written through a pointer, then trimmed)
+        char32_t *o = t.data();
+        const char32_t *const first = o;
         bool pending = false;
         for (char32_t c : line) {
             if (space_->has(c)) { pending = true; continue; }
             if (c < 32) continue;
-            if (pending && !t.empty()) t.push_back(U' ');
+            if (pending && o != first) *o++ = U' ';
             pending = false;
-            t.push_back(c);
+            *o++ = c;
         }
-    } else {  // DEDUPLICATE_SPACE, ASCII_JUNK, strip()
+        t.resize(size_t(o - first));
+    } else {
+        t.reserve(line.size() + 16);  // DEDUPLICATE_SPACE, ASCII_JUNK, strip()
         for (char32_t c : line) {
             if (space_->has(c)) { if (t.empty() || t.back() != U' ') t.push_back(U' '); }
             else t.push_back(c);
