@@ -220,6 +220,24 @@ public:
         uint8_t *o = o_, *cap = cap_;
         int same = same_, last = last_;
         for (size_t i = 0; i < n; ++i) {
+            // 8 bytes at once where no run of 4 can end among them (text: nearly always): each byte against
+            // the one before it, and the run carried in (`same`)
+            while (same < 4 && last >= 0 && i + 8 <= n && o + 8 <= cap) {
+                uint64_t w;
+                std::memcpy(&w, in + i, 8);
+                const uint64_t v = w ^ ((w << 8) | uint64_t(last));  // little-endian: byte k against byte k - 1
+                const uint64_t low = 0x7F7F7F7F7F7F7F7FULL;
+                const uint64_t z = ~(((v & low) + low) | v | low);  // 0x80 where a byte equals the one before
+                const bool four = (z & (z << 8) & (z << 16)) || (same == 3 && (z & 0x80)) ||
+                                  (same == 2 && (z & 0x80) && (z & 0x8000));
+                if (four) break;
+                std::memcpy(o, in + i, 8);
+                o += 8;
+                i += 8;
+                last = int(w >> 56);
+                same = (z >> 63) ? ((z >> 55) & 1 ? 3 : 2) : 1;
+            }
+            if (i >= n) break;
             const uint8_t b = in[i];
             if (o >= cap) {
                 o_ = o;
