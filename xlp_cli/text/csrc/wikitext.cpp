@@ -162,6 +162,24 @@ private:
                     continue;
                 }
             }
+            // Plain text up to the next character the switch below looks at, in one append: h/H/f/F only at
+            // a word's start (a bare URL's), a newline at the top level ends the span after it (a line start).
+            size_t j = i;
+            while (j < hi) {
+                const unsigned char d = static_cast<unsigned char>(s[j]);
+                if (d == '<' || d == '{' || d == '[') break;
+                if (d == '\n' && top) {
+                    ++j;
+                    break;
+                }
+                if (((d | 0x20) == 'h' || (d | 0x20) == 'f') && (j == lo || !is_alnum(s[j - 1]))) break;
+                ++j;
+            }
+            if (j > i) {
+                out.append(s, i, j - i);
+                i = j;
+                continue;
+            }
             const char c = s[i];
             switch (c) {
             case '<': {
