@@ -218,12 +218,14 @@ void normalize_punctuation(U32 &s, const std::string &lang) {
     lit(s, p, U"(", U" (");
     lit(s, p, U")", U") ");
     squeeze_spaces(s, p);
-    triple(s, p, U' ', [](char32_t c) { return c == U')'; },
-           [](char32_t c) { return c == U'.' || c == U'!' || c == U':' || c == U'?' || c == U';' || c == U','; },
-           U"");
+    // (These two have a space in the middle, which every line has: the rarer ')' and '%' decide whether to scan.)
+    if (p.may(U')'))
+        triple(s, p, U' ', [](char32_t c) { return c == U')'; },
+               [](char32_t c) { return c == U'.' || c == U'!' || c == U':' || c == U'?' || c == U';' || c == U','; },
+               U"");
     lit(s, p, U"( ", U"(");
     lit(s, p, U" )", U")");
-    triple(s, p, U' ', digit, [](char32_t c) { return c == U'%'; }, U"");
+    if (p.may(U'%')) triple(s, p, U' ', digit, [](char32_t c) { return c == U'%'; }, U"");
     lit(s, p, U" :", U":");
     lit(s, p, U" ;", U";");
     // normalize unicode punctuation
