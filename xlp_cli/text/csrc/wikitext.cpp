@@ -638,12 +638,18 @@ void decode_entities(const Rules &r, std::string &t) {
     out.reserve(t.size());
     size_t i = 0;
     while (i < t.size()) {
-        if (t[i] != '&') {
-            out.push_back(t[i++]);
+        if (t[i] != '&') {  // up to the next '&' in one append
+            const void *amp = std::memchr(t.data() + i, '&', t.size() - i);
+            const size_t e = amp ? size_t(static_cast<const char *>(amp) - t.data()) : t.size();
+            out.append(t, i, e - i);
+            i = e;
             continue;
         }
-        const size_t semi = t.find(';', i + 1);
-        if (semi == NPOS || semi - i > r.longest_entity + 2) {
+        // the ';' within an entity's length of the '&' (a search further on would make many '&' quadratic)
+        const size_t window = std::min(t.size() - (i + 1), r.longest_entity + 2);
+        const void *found = std::memchr(t.data() + i + 1, ';', window);
+        const size_t semi = found ? size_t(static_cast<const char *>(found) - t.data()) : NPOS;
+        if (semi == NPOS) {
             out.push_back(t[i++]);
             continue;
         }
