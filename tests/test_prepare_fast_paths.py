@@ -84,6 +84,7 @@ def test_xlp_process_does_not_load_pandas_but_can_still_convert(tmp_path, source
     """The console script's process: pyarrow's conversions run without importing pandas (~0.1 s of CPU, ~35 MB;
     pyarrow imports it for a type it has to infer, `pc.equal(column, 1)`, Acero's `group_by` and `pq.read_table`),
     nor pyarrow.compute (~45 ms: Arrow's take, filter and dictionary_encode import it; arrow_numpy does them),
+    nor numpy.ma (~6 ms: `pa.array` of a numpy array imports it; arrow_numpy.from_numpy does without),
     and an explicit `to_pandas()` still works there. `wikipedia`: 2 worker threads, hence the partitioned
     finalizer (de-duplication, counts per split, the plan, the shard writers)."""
     if source == "text":
@@ -96,18 +97,18 @@ def test_xlp_process_does_not_load_pandas_but_can_still_convert(tmp_path, source
     code = ("import sys; from xlp_cli.cli.entry import main; "
             f"sys.argv = ['xlp', 'prepare', *{args!r}, '--out', {str(tmp_path / 'out')!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print('pandas' in sys.modules, 'pyarrow.compute' in sys.modules)\n"
+            "print('pandas' in sys.modules, 'pyarrow.compute' in sys.modules, 'numpy.ma' in sys.modules)\n"
             "import pyarrow as pa; print(pa.table({'a': [1, 2]}).to_pandas()['a'].sum())")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert res.stdout.split()[-3:] == ["False", "False", "3"], res.stdout  # (nor pyarrow.compute: ~45 ms)
+    assert res.stdout.split()[-4:] == ["False", "False", "False", "3"], res.stdout  # (pyarrow.compute ~45 ms, numpy.ma ~6)
 
 
 def test_take_and_codes_are_arrows_take_and_dictionary_encode():
     """arrow_numpy.take / take_rows / codes against Arrow's take and dictionary_encode: strings with and without
     nulls, all-null and integer columns, chunked and sliced columns, empty selections; codes in order of first
     occurrence, through numpy for short words and through Python for long ones or ones with a NUL."""
-    from xlp_cli.artifacts.arrow_numpy import codes, take, take_rows
+    from xlp_cli.artifacts.arrow_numpy import codes, from_numpy, take, take_rows
 
     rng = np.random.default_rng(3)
     words = ["vi", "de", "\u00e9l", "", "de-fr", "x" * 40, "a\x00b"]
@@ -123,6 +124,10 @@ def test_take_and_codes_are_arrows_take_and_dictionary_encode():
             assert take(t.column("s"), rows).to_pylist() == want.column("s").to_pylist()
     with pytest.raises(IndexError):
         take(table.column("h"), [0, table.num_rows])
+    for array in (np.arange(5, dtype=np.uint64), np.arange(10, dtype=np.int32)[::3], np.zeros(0, np.int8),
+                  np.array([True, False])):
+        assert from_numpy(array).equals(pa.array(array))
+    assert from_numpy(np.arange(3, dtype=np.int64), pa.int64()).type == pa.int64()
     for col in ([w for w in values if w is not None], ["de", "vi", "de", "fr"], ["a\x00b", "a", "a\x00b"], []):
         arr = pa.chunked_array([pa.array(col[:5], pa.string()), pa.array(col[5:], pa.string())])
         found, names = codes(arr)

@@ -62,6 +62,18 @@ def to_numpy(column: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
+def from_numpy(values: np.ndarray, type: Any = None) -> Any:
+    """`pa.array(values, type)` for a 1-d numpy array of a fixed-width type, from its buffer: pa.array on a numpy
+    array checks for numpy.ma's masked arrays, which imports numpy.ma (~6 ms of CPU) in every `xlp prepare`."""
+    import pyarrow as pa  # (this module loads at CLI start-up, where `xlp text` does without pyarrow)
+
+    values = np.ascontiguousarray(values)
+    t = type if type is not None else pa.from_numpy_dtype(values.dtype)
+    if values.ndim != 1 or np.dtype(_DTYPES.get(str(t), object)) != values.dtype:
+        return pa.array(values, t)
+    return pa.Array.from_buffers(t, len(values), [None, pa.py_buffer(values)])
+
+
 def _flat_strings(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """A string or binary column (Array or ChunkedArray, 32-bit offsets) as (offsets: int64, n + 1 of them, from
     0; its bytes: uint8; valid: bool per row, None without nulls), the chunks joined."""
@@ -120,7 +132,7 @@ def take(column: Any, rows: Any) -> Any:
     if n and column.null_count == n:
         return pa.nulls(len(rows), t)
     if str(t) in _DTYPES and not column.null_count:
-        return pa.array(to_numpy(column)[rows], t)
+        return from_numpy(to_numpy(column)[rows], t)
     if str(t) in _STRINGS:
         offsets, data, valid = _flat_strings(column)
         off, got = _gather(offsets, data, rows)
@@ -193,7 +205,7 @@ def group_sums(table: Any, keys: list[str], sums: list[str], count: str | None =
             outs.append(lambda c, w=words, b=by_word, t=column.type: pa.array([w[i] for i in b[c]], t))
         else:
             keys_codes.append(to_numpy(column).astype(np.int64))
-            outs.append(lambda c, t=column.type: pa.array(c.astype(_DTYPES[str(t)]), t))
+            outs.append(lambda c, t=column.type: from_numpy(c.astype(_DTYPES[str(t)]), t))
     n = table.num_rows
     order = np.lexsort(keys_codes[::-1]) if n else np.zeros(0, np.int64)
     sorted_codes = [c[order] for c in keys_codes]
@@ -203,8 +215,8 @@ def group_sums(table: Any, keys: list[str], sums: list[str], count: str | None =
     starts = np.flatnonzero(np.r_[n > 0, changes])
     columns = {name: back(c[starts]) for name, c, back in zip(keys, sorted_codes, outs)}
     if count is not None:
-        columns[count] = pa.array(np.diff(np.r_[starts, n]).astype(np.int64))
+        columns[count] = from_numpy(np.diff(np.r_[starts, n]).astype(np.int64))
     for name in sums:
         values = to_numpy(table.column(name)).astype(np.int64)[order]
-        columns[name] = pa.array(np.add.reduceat(values, starts) if n else np.zeros(0, np.int64))
+        columns[name] = from_numpy(np.add.reduceat(values, starts) if n else np.zeros(0, np.int64))
     return pa.table(columns)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from xlp_cli.artifacts.arrow_numpy import group_sums, take, take_rows, to_numpy
+from xlp_cli.artifacts.arrow_numpy import from_numpy, group_sums, take, take_rows, to_numpy
 from xlp_cli.artifacts.shards import read_table
 from xlp_cli.prepare.dedup import HashSet64
 from xlp_cli.prepare.finalize import Rules, split_values
@@ -48,8 +48,8 @@ def chunk_keys(table: pa.Table, k: int, parts: int, rules: Rules) -> list[pa.Tab
     out = []
     for p in range(parts):
         rows = np.flatnonzero(part == p).astype(np.int32)
-        out.append(pa.table({"k": pa.array(np.full(len(rows), k, dtype=np.int32)), "row": pa.array(rows),
-                             "h": pa.array(h[rows]), "cls": pa.array(cls[rows]), "group": take(group, rows)}))
+        out.append(pa.table({"k": from_numpy(np.full(len(rows), k, dtype=np.int32)), "row": from_numpy(rows),
+                             "h": from_numpy(h[rows]), "cls": from_numpy(cls[rows]), "group": take(group, rows)}))
     return out
 
 
@@ -93,7 +93,7 @@ class DedupPartition:
         else:
             new = np.ones(keys.num_rows, dtype=bool)
         counts = count_new(take_rows(keys, np.flatnonzero(new)))
-        self.counts.append(counts.append_column("s", pa.array(np.full(counts.num_rows, s, dtype=np.int32))))
+        self.counts.append(counts.append_column("s", from_numpy(np.full(counts.num_rows, s, dtype=np.int32))))
         self.duplicates += int((~new).sum())
         return np.stack([to_numpy(keys.column("k"))[~new], to_numpy(keys.column("row"))[~new]],
                         axis=1).astype(np.int64)
@@ -110,7 +110,7 @@ def count_new(keys: pa.Table) -> pa.Table:
         return COUNT_SCHEMA.empty_table()
     cls = to_numpy(keys.column("cls"))  # (numpy: pc.equal(cls, 1)'s Python scalar makes pyarrow import pandas)
     table = pa.table({"k": keys.column("k"), "group": keys.column("group"),
-                      "valid": pa.array((cls == 1).astype(np.int64)), "test": pa.array((cls == 2).astype(np.int64))})
+                      "valid": from_numpy((cls == 1).astype(np.int64)), "test": from_numpy((cls == 2).astype(np.int64))})
     return group_sums(table, ["k", "group"], ["valid", "test"], count="new").select(COUNT_SCHEMA.names)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from xlp_cli.artifacts.arrow_numpy import from_numpy
 from xlp_cli.artifacts.files import atomic_path
 from xlp_cli.prepare.records import RecordProblem
 from xlp_cli.text.native import module
@@ -168,7 +169,7 @@ def _mono_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int]]:
     source_col = list(sources) if n == len(chunk) else [sources[i] for i in keep]
     cols = {"kind": pa.array(["m"] * n, pa.string()), "group": lang_col, "id": ids, "source": source_col,
             "lang1": lang_col, "lang2": none, "raw1": raw_col, "raw2": none, "text1": text_col, "text2": none,
-            "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
+            "h": from_numpy(hu[:, 0].copy()), "u": from_numpy(hu[:, 1].copy())}
     return cols, dropped
 
 
@@ -266,7 +267,7 @@ def _page_columns(chunk: list[tuple]) -> tuple[dict[str, Any], dict[str, int], i
             "raw1": pa.Array.from_buffers(string, n, [None, pa.py_buffer(raw_offsets), pa.py_buffer(raw_data)]),
             "raw2": none,
             "text1": pa.Array.from_buffers(string, n, [None, pa.py_buffer(text_offsets), pa.py_buffer(text_data)]),
-            "text2": none, "h": hu[:, 0].copy(), "u": hu[:, 1].copy()}
+            "text2": none, "h": from_numpy(hu[:, 0].copy()), "u": from_numpy(hu[:, 1].copy())}
     return cols, dropped, paragraphs, nbytes
 
 
