@@ -146,22 +146,29 @@ void Pipeline_dealloc(PipelineObject *self) {
 // and does not start or end with one, else str.split()'s words; "empty": "" or only str.isspace() characters.
 template <class At>
 char length_code(size_t n, At at, size_t lo, size_t hi) {
+    if (n == 0) return 1;
     const xlp::CharSet &space = xlp::tables().py_space;
-    size_t spaces = 0, words = 0;
-    bool double_space = false, in_word = false;
+    size_t spaces = 0;
+    bool double_space = false;
     for (size_t k = 0; k < n; ++k) {
-        const char32_t c = at(k);
-        if (c == U' ') {
+        if (at(k) == U' ') {
             ++spaces;
             if (k > 0 && at(k - 1) == U' ') double_space = true;
         }
-        const bool ws = space.has(c);
-        if (!ws && !in_word) ++words;
-        in_word = !ws;
     }
-    if (words == 0) return 1;  // "" or whitespace only
     const bool regular = !double_space && at(0) != U' ' && at(n - 1) != U' ';
-    const size_t tokens = regular ? spaces + 1 : words;
+    size_t tokens = spaces + 1;
+    if (!regular || space.has(at(0))) {  // (else it has a word, its first character: no need to count them)
+        size_t words = 0;
+        bool in_word = false;
+        for (size_t k = 0; k < n; ++k) {
+            const bool ws = space.has(at(k));
+            if (!ws && !in_word) ++words;
+            in_word = !ws;
+        }
+        if (words == 0) return 1;  // "" or whitespace only
+        if (!regular) tokens = words;
+    }
     return tokens < lo ? 2 : (hi && tokens > hi) ? 3 : 0;
 }
 
