@@ -106,7 +106,7 @@ void decode_utf8(const char *s, size_t n, U32 &out) {
     char32_t *o = out.data();
     size_t i = 0;
     while (i < n) {
-        if (i + 8 <= n) {
+        if (p[i] < 0x80 && i + 8 <= n) {
             uint64_t w;
             std::memcpy(&w, p + i, 8);
             if (!(w & 0x8080808080808080ULL)) {
@@ -137,7 +137,7 @@ void encode_utf8(const U32 &s, std::string &out) {
     const char32_t *c = s.data();
     size_t i = 0;
     while (i < n) {
-        if (i + 8 <= n && (c[i] | c[i + 1] | c[i + 2] | c[i + 3] | c[i + 4] | c[i + 5] | c[i + 6] | c[i + 7]) < 0x80) {
+        if (c[i] < 0x80 && i + 8 <= n && (c[i] | c[i + 1] | c[i + 2] | c[i + 3] | c[i + 4] | c[i + 5] | c[i + 6] | c[i + 7]) < 0x80) {
             for (int k = 0; k < 8; ++k) o[k] = char(c[i + size_t(k)]);
             o += 8;
             i += 8;
