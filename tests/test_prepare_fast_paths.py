@@ -128,7 +128,8 @@ def test_take_and_codes_are_arrows_take_and_dictionary_encode():
                   np.array([True, False])):
         assert from_numpy(array).equals(pa.array(array))
     assert from_numpy(np.arange(3, dtype=np.int64), pa.int64()).type == pa.int64()
-    for col in ([w for w in values if w is not None], ["de", "vi", "de", "fr"], ["a\x00b", "a", "a\x00b"], []):
+    for col in ([w for w in values if w is not None], ["de", "vi", "de", "fr"], ["a\x00b", "a", "a\x00b"], [],
+                ["vi"] * 7, [""] * 3, ["vi", "vj"] * 3):
         arr = pa.chunked_array([pa.array(col[:5], pa.string()), pa.array(col[5:], pa.string())])
         found, names = codes(arr)
         enc = arr.combine_chunks().dictionary_encode()

@@ -163,6 +163,8 @@ def codes(column: Any) -> tuple[np.ndarray, list[str]]:
     n = len(offsets) - 1
     lengths = np.diff(offsets)
     width = int(lengths.max()) if n else 0
+    if n and int(lengths.min()) == width and (data.reshape(n, width) == data[:width]).all():
+        return np.zeros(n, np.int64), [bytes(data[:width]).decode("utf-8")]  # one word (a chunk of one language)
     if n and width <= 32 and not (data == 0).any():  # (NUL-free: a fixed-width bytes value pads with NULs)
         matrix = np.zeros((n, max(width, 1)), np.uint8)
         at = np.arange(offsets[-1], dtype=np.int64)
