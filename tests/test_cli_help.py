@@ -229,6 +229,23 @@ def test_xlp_text_starts_without_pyarrow_or_numpy():
     assert res.stdout == "hello , world !\n" and res.stderr.strip().splitlines()[-1] == "[]"
 
 
+def test_the_collector_pauses_for_the_start_up_only():
+    """The console script pauses the garbage collector for the start-up's imports; the stage runs with it on,
+    and it is on again after the command (and after a command that stops before its stage: a usage error)."""
+    code = ("import gc, sys; import xlp_cli.text.filter as f; from xlp_cli.cli.entry import main\n"
+            "run = f.run\n"
+            "def spy(cfg):\n    print('stage', gc.isenabled(), file=sys.stderr)\n    return run(cfg)\n"
+            "f.run = spy; sys.argv = ['xlp'] + sys.argv[1:]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, file=sys.stderr)\n"
+            "print('after', gc.isenabled(), file=sys.stderr)")
+    res = subprocess.run([sys.executable, "-c", code, "text", "--lang", "en"], input="Hello!\n", capture_output=True,
+                         text=True)
+    lines = res.stderr.strip().splitlines()
+    assert "stage True" in lines and lines[-1] == "after True", res.stderr[-2000:]
+    res = subprocess.run([sys.executable, "-c", code, "text", "--no-such-flag"], capture_output=True, text=True)
+    assert res.stderr.strip().splitlines()[-2:] == ["exit 2", "after True"], res.stderr[-2000:]
+
+
 def test_commands_start_without_pydantic():
     """typer_plain takes the flag values as click parsed them: no command imports pydantic (typer would, ~0.1 s),
     and the values still arrive typed (a repeated flag as a list, comma lists split, a bool flag, a bad number

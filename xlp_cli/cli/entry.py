@@ -29,6 +29,9 @@ def main() -> None:
     # Wikipedia dump, for nothing (xlp's numpy products are small: retrieval's and the analyses' similarity matrices
     # of a few thousand rows; torch, which does the heavy algebra, uses MKL). A value set by the user wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # The start-up's imports (the CLI, then the stage's modules: stages.run_staged turns the collector back on
+    # before the stage runs) make ~100k objects and no garbage: without collections meanwhile, ~12 ms less CPU.
+    gc.disable()
     try:
         from xlp_cli.cli.app import main as cli_main  # (after the Ctrl-C handler is in place)
 
@@ -38,6 +41,7 @@ def main() -> None:
         sys.stderr.write(INTERRUPTED)
         sys.exit(130)
     finally:
+        gc.enable()  # (a command that never reached its stage)
         # What is alive now is freed by the exit: out of the collector, the interpreter's shutdown collections do
         # not walk it again (~40 ms of CPU, all of it on the critical path, after a Wikipedia prepare run).
         gc.freeze()

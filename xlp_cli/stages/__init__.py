@@ -11,6 +11,7 @@ killed after its manifest left behind), and whether `run_staged` stages the obje
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 from typing import Any
 
@@ -102,6 +103,7 @@ def run_staged(ref: str, cfg: Any) -> Any:
     """Call the run function `ref` on `cfg`. A config naming object-store URIs (s3://, gs://, hf://) runs on local
     staging folders: its inputs pulled first, its --out leased, pushed and committed (docs/storage.md)."""
     fn = load(ref)
+    gc.enable()  # (the console script pauses the collector for the start-up's imports: cli/entry.py)
     if not uris.in_config(cfg) or any(s.run == ref and not s.staged for s in STAGES.values()):
         return fn(cfg)
     from xlp_cli.artifacts import staging  # (pyarrow.fs: loaded only by a command that names a URI)
