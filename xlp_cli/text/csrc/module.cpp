@@ -18,6 +18,9 @@
 #include <Python.h>
 
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,18 +147,39 @@ void Pipeline_dealloc(PipelineObject *self) {
 // prepare's length filter on one processed text of n characters (at(k): the k-th): 0 keep, 1 empty, 2 too short,
 // 3 too long. Tokens as process.py's `_length_problem` counts them: spaces + 1 when the text has no double space
 // and does not start or end with one, else str.split()'s words; "empty": "" or only str.isspace() characters.
+// The spaces (U+0020) among n characters, and whether two are adjacent; `contiguous`: the characters in memory
+// (4 at a time with SSE2), else through at(k).
 template <class At>
-char length_code(size_t n, At at, size_t lo, size_t hi) {
+void count_spaces(size_t n, At at, const char32_t *contiguous, size_t &spaces, bool &double_space) {
+    size_t k = 0;
+    unsigned before = 0;  // whether the character before k is a space
+#if defined(__SSE2__)
+    if (contiguous) {
+        const __m128i space = _mm_set1_epi32(int(U' '));
+        for (; k + 4 <= n; k += 4) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(contiguous + k));
+            const unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, space))));
+            spaces += unsigned(__builtin_popcount(m));
+            if ((m & (m >> 1)) | (before & m & 1u)) double_space = true;
+            before = (m >> 3) & 1u;
+        }
+    }
+#endif
+    for (; k < n; ++k) {
+        const unsigned is = at(k) == U' ';
+        spaces += is;
+        if (is & before) double_space = true;
+        before = is;
+    }
+}
+
+template <class At>
+char length_code(size_t n, At at, size_t lo, size_t hi, const char32_t *contiguous = nullptr) {
     if (n == 0) return 1;
     const xlp::CharSet &space = xlp::tables().py_space;
     size_t spaces = 0;
     bool double_space = false;
-    for (size_t k = 0; k < n; ++k) {
-        if (at(k) == U' ') {
-            ++spaces;
-            if (k > 0 && at(k - 1) == U' ') double_space = true;
-        }
-    }
+    count_spaces(n, at, contiguous, spaces, double_space);
     const bool regular = !double_space && at(0) != U' ' && at(n - 1) != U' ';
     size_t tokens = spaces + 1;
     if (!regular || space.has(at(0))) {  // (else it has a word, its first character: no need to count them)
@@ -342,7 +366,8 @@ PyObject *Pipeline_pages(PipelineObject *self, PyObject *args) {
                 cfg->run(raw, STAGE_RAW);
                 if (raw.empty()) text.clear();
                 else cfg->run(text, STAGE_ALL);
-                const char code = length_code(text.size(), [&text](size_t k) { return text[k]; }, size_t(lo), size_t(hi));
+                const char code = length_code(text.size(), [&text](size_t k) { return text[k]; }, size_t(lo), size_t(hi),
+                                              text.data());
                 why.push_back(code);
                 if (code) continue;
                 xlp::encode_utf8(raw, raw_data);

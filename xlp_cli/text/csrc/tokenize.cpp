@@ -249,10 +249,14 @@ void Tokenizer::words_perl(U32 &t) const {
     words.emplace_back(start, t.size() - start);
     while (!words.empty() && words.back().second == 0) words.pop_back();
     const size_t n = words.size();
+    // The words joined by single spaces, the empty ones left out: what appending each with a space and then
+    // s/ +/ /g; s/^ //g; s/ $//g gives, as no word's output has a space at either end or two in a row.
     U32 out;
     out.reserve(t.size() + 16);
     for (size_t i = 0; i < n; ++i) {
         const auto [at, len] = words[i];
+        if (len == 0) continue;
+        if (!out.empty()) out.push_back(U' ');
         if (len >= 2 && t[at + len - 1] == U'.') {  // /^(\S+)\.$/
             const U32 pre = t.substr(at, len - 1);
             bool split;
@@ -275,16 +279,8 @@ void Tokenizer::words_perl(U32 &t) const {
         } else {
             out.append(t, at, len);
         }
-        out.push_back(U' ');
     }
-    // s/ +/ /g; s/^ //g; s/ $//g
-    t.resize(out.size());
-    char32_t *o = t.data();
-    const char32_t *const first = o;
-    for (char32_t c : out)
-        if (!(c == U' ' && (o == first || o[-1] == U' '))) *o++ = c;
-    if (o != first && o[-1] == U' ') --o;
-    t.resize(size_t(o - first));
+    t.swap(out);
 }
 
 void Tokenizer::words_sacremoses(U32 &t) const {
