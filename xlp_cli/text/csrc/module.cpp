@@ -60,10 +60,7 @@ struct Config {
         const bool xlm = tok == TOK_XLM;
         if (clean && !xlm) xlp::remove_non_printing(s);
         if (normalize) {
-            xlp::replace_unicode_punctuation(s);
-            s.push_back(U'\n');  // perl reads the line with its newline (it matters for `."\n`)
-            xlp::normalize_punctuation(s, lang);
-            if (!s.empty() && s.back() == U'\n') s.pop_back();  // remove-non-printing-char.perl's chomp
+            xlp::normalize_line(s, lang);  // (with the newline perl reads: it matters for `."\n`; then chomped)
         }
         if (clean && (xlm || normalize)) xlp::remove_non_printing(s);
     }
@@ -428,10 +425,7 @@ PyObject *py_normalize(PyObject *, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Us", &text, &lang)) return nullptr;
     std::string l(lang);
     return on_text(text, [&l](U32 &s) {
-        xlp::replace_unicode_punctuation(s);
-        s.push_back(U'\n');
-        xlp::normalize_punctuation(s, l);
-        if (!s.empty() && s.back() == U'\n') s.pop_back();
+        xlp::normalize_line(s, l);
     });
 }
 

@@ -198,9 +198,10 @@ const char32_t *const kUnicodePunctuation[][2] = {
     {U"％", U"%"},
 };
 
-void replace_unicode_punctuation(U32 &s) {
-    Presence p;
-    for (char32_t c : s) p.add(c);
+namespace {
+
+// The two scripts on `s`, with `p` the characters s may hold (kept a superset as the rules add characters).
+void replace_unicode_punctuation(U32 &s, Presence &p) {
     if (!p.any_rule_char()) return;  // every rule starts with a non-ASCII rule character
     for (const auto &rule : kUnicodePunctuation) {
         if (rule[1]) lit(s, p, rule[0], rule[1]);
@@ -208,9 +209,7 @@ void replace_unicode_punctuation(U32 &s) {
     }
 }
 
-void normalize_punctuation(U32 &s, const std::string &lang) {
-    Presence p;
-    for (char32_t c : s) p.add(c);
+void normalize_punctuation(U32 &s, Presence &p, const std::string &lang) {
     auto digit = [](char32_t c) { return is_digit(c); };
     auto letter = [](char32_t c) { return is_ascii_letter(c); };
     lit(s, p, U"\r", U"");
@@ -252,6 +251,23 @@ void normalize_punctuation(U32 &s, const std::string &lang) {
     }
     bool comma = lang == "de" || lang == "es" || lang == "cz" || lang == "cs" || lang == "fr";
     triple(s, p, U'\u00a0', digit, digit, comma ? U"," : U".");
+}
+
+Presence presence(const U32 &s) {
+    Presence p;
+    for (char32_t c : s) p.add(c);
+    return p;
+}
+
+}  // namespace
+
+void normalize_line(U32 &s, const std::string &lang) {
+    Presence p = presence(s);  // (once for both scripts)
+    replace_unicode_punctuation(s, p);
+    s.push_back(U'\n');
+    p.add(U'\n');
+    normalize_punctuation(s, p, lang);
+    if (!s.empty() && s.back() == U'\n') s.pop_back();
 }
 
 void remove_non_printing(U32 &s) {

@@ -127,10 +127,9 @@ void decode_utf8(const char *s, size_t n, U32 &out);
 void encode_utf8(const U32 &s, std::string &out);
 
 // ------------------------------------------------------------------ steps
-// replace-unicode-punctuation.perl, then normalize-punctuation.perl -l lang, on one line that ends in '\n'
-// as perl reads it (the caller appends and removes the '\n').
-void replace_unicode_punctuation(U32 &s);
-void normalize_punctuation(U32 &s, const std::string &lang);
+// replace-unicode-punctuation.perl, then normalize-punctuation.perl -l lang, on one line (without its '\n',
+// which is appended for normalize-punctuation and removed after it, as the chain reads the line).
+void normalize_line(U32 &s, const std::string &lang);
 // remove-non-printing-char.perl: every \p{C} character -> ' '.
 void remove_non_printing(U32 &s);
 
