@@ -117,3 +117,20 @@ def test_a_one_megabyte_line_is_processed_whole():
 def test_bad_modes_are_refused(bad):
     with pytest.raises(ValueError):
         TextPipeline(**bad)
+
+
+def test_raw_column_is_pythons_split_and_join():
+    """The native `raw` stage (stage 4: non-printing characters to spaces, then white space collapsed) on lines
+    of spaces, tabs, Unicode white space, control characters and letters, against " ".join(remove(s).split()),
+    including lines that are collapsed already (the native code only scans those)."""
+    module = native.module()
+    rng = random.Random(9)
+    atoms = ["a", "b", "\u00e9", "\u0111", " ", " ", "  ", "\t", "\n", "\u00a0", "\u3000", "\u2028", "\x1c", "\x01",
+             "\u200b", "x y"]
+    lines = ["", " ", "a", "a ", " a", "a b", "a  b", "a\tb"]
+    lines += ["".join(rng.choice(atoms) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
+    lines += [" ".join(rng.choice(["ab", "c", "\u0111e"]) for _ in range(rng.randint(1, 9))) for _ in range(300)]
+    for clean in (False, True):
+        pipe = module.Pipeline("en", clean, False, 0, 0)
+        want = [" ".join((remove_non_printing(s) if clean else s).split()) for s in lines]
+        assert pipe.run(lines, 4) == want, clean

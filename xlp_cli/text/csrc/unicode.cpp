@@ -169,6 +169,20 @@ U32 strip(const U32 &s, const CharSet &space) {
 
 void collapse_spaces(U32 &s) {
     const CharSet &sp = tables().py_space;
+    // Most lines are collapsed already (single ' ' between words, none at either end): then only a scan.
+    bool changes = false, after_space = true;  // (white space at the start goes)
+    for (char32_t c : s) {
+        const bool ws = sp.has(c);
+        if (ws && (c != U' ' || after_space)) {
+            changes = true;
+            break;
+        }
+        after_space = ws;
+    }
+    if (!changes) {
+        if (!s.empty() && s.back() == U' ') s.pop_back();  // (one space at the end goes)
+        return;
+    }
     size_t w = 0;
     bool pending = false;
     for (char32_t c : s) {
