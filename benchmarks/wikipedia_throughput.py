@@ -20,20 +20,23 @@ its lines after get-data-wiki.sh's filters): rows per 1,000 that still carry mar
 tokenize + lowercase), the share of WikiExtractor's paragraphs that xlp also gives and the share of xlp's rows
 that WikiExtractor lacks, with examples.
 
-    .venv/bin/python benchmarks/wikipedia_throughput.py [--repeat 2] [--workers 2] [--examples 3] [DUMP ...]
+    .venv/bin/python benchmarks/wikipedia_throughput.py [--repeat 2] [--workers 2] [--examples 3] [--timeout 600] [DUMP ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -79,14 +82,32 @@ def as_utf8_bz2(path: Path, tmp: Path) -> Path:
     return out
 
 
+TIMEOUT = 600.0  # seconds a command may run (WikiExtractor's process pool has been seen to hang, idle, for good)
+
+
 def timed(cmd: list[str], env: dict | None = None) -> dict:
-    """Run cmd; wall, CPU of its whole process tree and the peak RSS of its largest process (os.wait4)."""
+    """Run cmd; wall, CPU of its whole process tree and the peak RSS of its largest process (os.wait4). A command
+    still running after TIMEOUT seconds is killed with its process group, and the benchmark stops saying so."""
     load = os.getloadavg()[0]
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = proc.stderr.read()
-    _, status, ru = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    expired = threading.Event()
+
+    def kill() -> None:
+        expired.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(TIMEOUT, kill)
+    timer.start()
+    try:
+        err = proc.stderr.read()
+        _, status, ru = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
     wall = time.perf_counter() - t
+    if expired.is_set():
+        raise SystemExit(f"timed out after {TIMEOUT:.0f} s (killed): {' '.join(cmd)[:300]}")
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)[:300]}\n{err.decode(errors='replace')[-1500:]}")
@@ -150,12 +171,15 @@ def quality(dump: Path, lang: str, we_raw: list[str], examples: int) -> None:
 
 
 def main() -> None:
+    global TIMEOUT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dumps", nargs="*", type=Path, help="dumps (default: all in the shared wikipedia_dumps)")
     ap.add_argument("--repeat", type=int, default=2, help="interleaved repetitions; the best run counts")
     ap.add_argument("--workers", type=int, default=2, help="WikiExtractor --processes, tokenizer.perl -threads, xlp --workers")
     ap.add_argument("--examples", type=int, default=3, help="examples of each kind of difference per dump")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds a command may run before it is killed")
     args = ap.parse_args()
+    TIMEOUT = args.timeout
     # xlp as installed: its modules' bytecode written, as `make setup` and pip do (where PYTHONDONTWRITEBYTECODE is
     # set, every xlp process would otherwise compile its ~80 modules again, ~0.1 s of CPU a run)
     compileall.compile_dir(ROOT / "xlp_cli", quiet=1)
