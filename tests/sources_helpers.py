@@ -44,3 +44,13 @@ def zip_bytes(members: dict[str, bytes], flag: int = 0, method: int | None = Non
                 struct.pack_into("<H", data, at + method_at, method)
             at = data.find(sig, at + 4)
     return bytes(data)
+
+
+def shared_dumps(shared_data: Path) -> list[tuple[Path, bytes]]:
+    """(path, its XML) of every shared Wikipedia dump (.bz2 or .xz, decompressed here)."""
+    import bz2
+    import lzma
+
+    paths = sorted((shared_data / "wikipedia_dumps").glob("*.xml*"))
+    assert paths, f"no dump under {shared_data / 'wikipedia_dumps'}"
+    return [(p, (bz2.decompress if p.suffix == ".bz2" else lzma.decompress)(p.read_bytes())) for p in paths]

@@ -5,10 +5,10 @@ fails (damage) or the block is a kind it leaves to libbz2, it gives None."""
 from __future__ import annotations
 
 import bz2
-import lzma
 import random
 
 import pytest
+from sources_helpers import shared_dumps
 
 from xlp_cli.text.native import module
 
@@ -68,12 +68,9 @@ def test_edge_blocks_decode_to_libbz2s_bytes(name, data):
 @pytest.mark.integration
 def test_the_shared_dumps_decode_natively_block_for_block(shared_data):
     """Every block of the shared .bz2 dumps (and of the first 4 MB of the xz ones, as bzip2 -9), natively."""
-    dumps = sorted((shared_data / "wikipedia_dumps").glob("*.xml*"))
-    assert dumps
     n = 0
-    for path in dumps:
-        raw = path.read_bytes()
-        data = raw if path.suffix == ".bz2" else bz2.compress(lzma.decompress(raw)[: 4 << 20], 9)
+    for path, xml in shared_dumps(shared_data):
+        data = path.read_bytes() if path.suffix == ".bz2" else bz2.compress(xml[: 4 << 20], 9)
         n += _same_as_libbz2(data)
     assert n >= 12
 

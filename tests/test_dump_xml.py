@@ -4,12 +4,11 @@ shared dumps, on hand-written edge cases, in several encodings, and on damaged c
 
 from __future__ import annotations
 
-import bz2
-import lzma
 import random
 
 import pytest
 from dump_events_oracle import OracleEvents
+from sources_helpers import shared_dumps
 
 from xlp_cli.prepare.sources.wikipedia_xml import BLOCK, DumpEvents, Page
 
@@ -125,12 +124,8 @@ def test_damaged_copies_give_the_oracles_items_and_errors():
 
 @pytest.mark.integration
 def test_the_shared_dumps_read_as_the_oracle_reads_them(shared_data):
-    dumps = sorted((shared_data / "wikipedia_dumps").glob("*.xml*"))
-    assert dumps
     pages = 0
-    for path in dumps:
-        raw = path.read_bytes()
-        data = bz2.decompress(raw) if path.suffix == ".bz2" else lzma.decompress(raw)
-        feeds, _, _ = _same(data)
+    for _, xml in shared_dumps(shared_data):
+        feeds, _, _ = _same(xml)
         pages += sum(1 for f in feeds for kind, _ in f if kind == "Page")
     assert pages > 1000
