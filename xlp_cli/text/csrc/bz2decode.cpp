@@ -13,20 +13,20 @@
 //   - Huffman: a 2^10-entry table per coding table gives a symbol and its length from the next 10 bits; longer
 //     codes (up to 20 bits) take the canonical limits. libbz2 reads a code a bit at a time past its shortest.
 //   - bits: a 64-bit window refilled 8 bytes at a time.
+//   - move-to-front: a 16-byte shift and blend for the front 16 places (most symbols), memmove past them.
 //   - the inverse Burrows-Wheeler transform: libbz2 follows the T vector from origPtr, one cache
 //     miss per byte, one after the other. Here kChains walks run at once from rows spread over the block, each
 //     to the next walk's start (a flag bit in the T vector marks the starts), and their pieces are then joined
 //     in the cycle's order: several misses in flight at once.
+//   - the first run-length step undone 8 bytes at a time where no run of 4 can end among them.
 //   - the block CRC: 8 bytes a step (slicing-by-8) instead of 1.
 //   - the buffers are the thread's own, reused from block to block (libbz2 allocates 3.6 MB per stream).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
-#include <string>
 #include <vector>
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -96,7 +96,7 @@ struct Item {
     std::vector<std::pair<std::pair<bool, std::string>, std::string>> namespaces;  // site: ((has key, key), text)
 };
 
-// DumpEvents of wikipedia_xml.py (before this module), handler for handler.
+// The Python handlers this replaced (tests/dump_events_oracle.py, the test oracle), handler for handler.
 struct Events {
     std::vector<Item> items;
     bool has_root_lang = false;
