@@ -6,6 +6,9 @@ library no stage uses. `without_pandas()` (called by the console script, entry.p
 importer try once while the import is refused, so it records "no pandas"; an explicit conversion such as
 `Table.to_pandas()` still imports pandas then (pyarrow retries the import where pandas is required).
 `to_numpy(column)` reads a fixed-width column's values buffer directly (Array.to_numpy would import pandas).
+The rest does what prepare needs of Arrow without the modules its shortcuts import: `from_numpy` (pa.array on a
+numpy array imports numpy.ma), `take`, `take_rows`, `codes`, `equals` and `group_sums` (Arrow's take, filter,
+dictionary_encode and group_by import pyarrow.compute, and group_by pyarrow.dataset with pandas).
 """
 
 from __future__ import annotations
@@ -86,10 +89,11 @@ def _flat_strings(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
             continue
         bufs = c.buffers()
         off = np.frombuffer(bufs[1], np.int32, n + 1, c.offset * 4).astype(np.int64)
-        datas.append(np.frombuffer(bufs[2], np.uint8, int(off[-1] - off[0]), int(off[0])) if bufs[2] is not None and off[-1] > off[0]
+        size = int(off[-1] - off[0])
+        datas.append(np.frombuffer(bufs[2], np.uint8, size, int(off[0])) if bufs[2] is not None and size
                      else np.empty(0, np.uint8))
         offsets.append(off[1:] - off[0] + base)
-        base += int(off[-1] - off[0])
+        base += size
         if c.null_count:
             any_null = True
             bits = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")
@@ -141,8 +145,8 @@ def take(column: Any, rows: Any) -> Any:
             if valid is not None:
                 mask = valid[rows]
                 validity = pa.py_buffer(np.packbits(mask, bitorder="little"))
-            return pa.Array.from_buffers(t, len(rows), [validity, pa.py_buffer(off.astype(np.int32)), pa.py_buffer(got)],
-                                         null_count=-1 if valid is not None else 0)
+            buffers = [validity, pa.py_buffer(off.astype(np.int32)), pa.py_buffer(got)]
+            return pa.Array.from_buffers(t, len(rows), buffers, null_count=-1 if valid is not None else 0)
     return column.take(pa.array(rows))
 
 
@@ -170,7 +174,8 @@ def codes(column: Any) -> tuple[np.ndarray, list[str]]:
         at = np.arange(offsets[-1], dtype=np.int64)
         row = np.repeat(np.arange(n), lengths)
         matrix[row, at - offsets[row]] = data
-        words, first, inverse = np.unique(matrix.view(f"S{max(width, 1)}").ravel(), return_index=True, return_inverse=True)
+        fixed = matrix.view(f"S{max(width, 1)}").ravel()
+        words, first, inverse = np.unique(fixed, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")  # np.unique sorts: back to first occurrence
         rank = np.empty(len(order), np.int64)
         rank[order] = np.arange(len(order))

@@ -18,9 +18,9 @@ Element names are compared without their namespace (dumps declare export-0.10, 0
 The handlers are C++ (text/csrc/dumpxml.cpp's DumpParser), on Python's own expat through the C API pyexpat
 exports (as _elementtree uses it): the same checks, errors and encodings as xml.parsers.expat. A block parses
 without the GIL, and a page's text comes out as UTF-8 bytes, which the native text pipeline takes as they are.
-On the vi dump's 15 MB of XML: 0.102 s of CPU with Python handlers (tests/dump_events_oracle.py, the former
-reader, now the test oracle) -> 0.066 s, and no str of 12 MB to make here and to encode again in the workers
-(docs/benchmarks.md). Memory holds one page's fields at a time.
+On the vi dump's 15 MB of XML: 0.10-0.11 s of CPU with Python handlers (tests/dump_events_oracle.py, the former
+reader, now the test oracle) -> 0.064 s, and no str of 12 MB to make here and to encode again in the workers
+(docs/prepare.md, "Speed"). Memory holds one page's fields at a time.
 """
 
 from __future__ import annotations

@@ -238,7 +238,11 @@ PyObject *item_tuple(Item &it) {
     PyObject *spaces = PyList_New(0);
     if (!spaces) return nullptr;
     for (const auto &ns : it.namespaces) {
-        PyObject *pair = Py_BuildValue("(NN)", str_or_none(ns.first.first, ns.first.second), str_or_none(true, ns.second));
+        PyObject *key = str_or_none(ns.first.first, ns.first.second);
+        PyObject *text = key ? str_or_none(true, ns.second) : nullptr;
+        PyObject *pair = text ? PyTuple_Pack(2, key, text) : nullptr;
+        Py_XDECREF(key);
+        Py_XDECREF(text);
         if (!pair || PyList_Append(spaces, pair) < 0) {
             Py_XDECREF(pair);
             Py_DECREF(spaces);

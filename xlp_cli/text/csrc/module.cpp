@@ -18,9 +18,6 @@
 #include <Python.h>
 
 #include <cstring>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,10 +149,8 @@ void count_spaces(size_t n, At at, const char32_t *contiguous, size_t &spaces, b
     unsigned before = 0;  // whether the character before k is a space
 #if defined(__SSE2__)
     if (contiguous) {
-        const __m128i space = _mm_set1_epi32(int(U' '));
         for (; k + 4 <= n; k += 4) {
-            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(contiguous + k));
-            const unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, space))));
+            const unsigned m = xlp::spaces4(contiguous + k);
             spaces += unsigned(__builtin_popcount(m));
             if ((m & (m >> 1)) | (before & m & 1u)) double_space = true;
             before = (m >> 3) & 1u;

@@ -20,6 +20,14 @@ namespace xlp {
 
 using U32 = std::u32string;
 
+#if defined(__SSE2__)
+// Which of the 4 characters at p are spaces (U+0020): bit k for p[k].
+inline unsigned spaces4(const char32_t *p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    return unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, _mm_set1_epi32(int(U' '))))));
+}
+#endif
+
 // s.find(c, pos) and s.find(pat, pos, n), through glibc's vectorised wmemchr where
 // wchar_t is 32 bits (std::char_traits<char32_t>::find is a loop a character at a time).
 inline size_t find32(const U32 &s, char32_t c, size_t pos = 0) {
@@ -42,11 +50,9 @@ inline size_t find32(const U32 &s, const char32_t *pat, size_t pos, size_t n) {
         size_t i = pos, run = 0;
 #if defined(__SSE2__)
         if (n == 2) {  // two spaces (squeeze_spaces asks for them three times a line): 4 characters a step
-            const __m128i space = _mm_set1_epi32(int(U' '));
             unsigned carry = 0;  // whether the character before this step's 4 is a space
             for (; i + 4 <= s.size(); i += 4) {
-                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s.data() + i));
-                const unsigned m = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, space))));
+                const unsigned m = spaces4(s.data() + i);
                 const unsigned pairs = (m & (m >> 1)) | (carry & m & 1u);  // bit k: a space at k and one before
                 if (pairs) {
                     run = carry;
